@@ -1,0 +1,5 @@
+"""Run nmt from a checkout without installing it: ``python cli.py train ...``."""
+from nmt.cli import main
+
+if __name__ == "__main__":
+    main()

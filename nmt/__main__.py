@@ -1,0 +1,4 @@
+"""``python -m nmt``: the same as the ``nmt`` command."""
+from nmt.cli import main
+
+main()

@@ -1,0 +1,63 @@
+"""Attention scoring: masked softmax and Bahdanau additive attention.
+
+Bahdanau, Cho & Bengio (2015), "Neural Machine Translation by Jointly Learning to Align and
+Translate", eq. (6): e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j), alpha = softmax(e), c_i = sum alpha h.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def masked_softmax(scores: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last axis that gives masked-out positions exactly zero weight.
+
+    :param scores: shape (batch, ..., src_len)
+    :param src_mask: bool, True at real source tokens, broadcastable to ``scores``
+    :return: weights of the same shape as ``scores``; each row sums to 1 over real positions
+    """
+    # float32 and finfo.min rather than -1e6: safe under fp16/bf16 autocast.
+    filled = scores.float().masked_fill(~src_mask, torch.finfo(torch.float32).min)
+    weights = torch.softmax(filled, dim=-1).masked_fill(~src_mask, 0.0)
+    return weights.type_as(scores)
+
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau additive attention, eq. (6), with the key projection ``U_a h`` computed once.
+
+    Call :meth:`project_keys` once per source batch and pass its result to every
+    :meth:`forward` call (one per decoder step); the keys are never re-projected per step.
+    """
+
+    def __init__(self, key_size: int, query_size: int, attn_size: int) -> None:
+        super().__init__()
+        self.key_proj = nn.Linear(key_size, attn_size, bias=False)  # U_a
+        self.query_proj = nn.Linear(query_size, attn_size, bias=False)  # W_a
+        self.score = nn.Linear(attn_size, 1, bias=False)  # v_a
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """:param keys: shape (batch, src_len, key_size)
+        :return: U_a h, shape (batch, src_len, attn_size)"""
+        return self.key_proj(keys)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        proj_keys: torch.Tensor,
+        values: torch.Tensor,
+        src_mask: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attend from one query per sentence.
+
+        :param query: decoder state s_{i-1}, shape (batch, query_size)
+        :param proj_keys: from :meth:`project_keys`, shape (batch, src_len, attn_size)
+        :param values: encoder outputs h, shape (batch, src_len, value_size)
+        :param src_mask: True at real source tokens, shape (batch, src_len)
+        :return: context, shape (batch, value_size); weights, shape (batch, src_len)
+        """
+        assert query.dim() == 2 and proj_keys.shape[:2] == values.shape[:2] == src_mask.shape
+        q = self.query_proj(query).unsqueeze(1)  # (batch, 1, attn_size)
+        scores = self.score(torch.tanh(q + proj_keys)).squeeze(2)  # (batch, src_len)
+        weights = masked_softmax(scores, src_mask)  # (batch, src_len)
+        context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # (batch, value_size)
+        return context, weights

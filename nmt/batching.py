@@ -1,0 +1,90 @@
+"""Padded batches with valid lengths, and length-bucketed batch order."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import torch
+
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+@dataclass
+class Batch:
+    """One padded batch. Sources end in EOS; targets are shifted for teacher forcing.
+
+    src: shape (batch, src_len); src_len: shape (batch,)
+    tgt_in: BOS + target, shape (batch, tgt_len); tgt_out: target + EOS, shape (batch, tgt_len)
+    tgt_mask: True at real target positions, shape (batch, tgt_len)
+    """
+
+    src: torch.Tensor
+    src_len: torch.Tensor
+    tgt_in: torch.Tensor | None = None
+    tgt_out: torch.Tensor | None = None
+    tgt_mask: torch.Tensor | None = None
+
+    @property
+    def n_tokens(self) -> int:
+        """Real target tokens, the loss normaliser."""
+        return int(self.tgt_mask.sum()) if self.tgt_mask is not None else 0
+
+    def to(self, device: torch.device, non_blocking: bool = False) -> Batch:
+        move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)  # noqa: E731
+        return Batch(move(self.src), move(self.src_len), move(self.tgt_in), move(self.tgt_out),
+                     move(self.tgt_mask))
+
+
+def _pad(seqs: list[list[int]], prefix: list[int], suffix: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    lengths = torch.tensor([len(s) + len(prefix) + len(suffix) for s in seqs])
+    out = torch.full((len(seqs), int(lengths.max())), PAD_ID, dtype=torch.long)
+    for row, seq in enumerate(seqs):
+        out[row, :lengths[row]] = torch.tensor(prefix + seq + suffix, dtype=torch.long)
+    return out, lengths
+
+
+def make_batch(src: list[list[int]], tgt: list[list[int]] | None = None) -> Batch:
+    """Pad piece-id sequences (without specials) into a :class:`Batch`."""
+    src_t, src_len = _pad(src, [], [EOS_ID])
+    if tgt is None:
+        return Batch(src_t, src_len)
+    tgt_in, tgt_len = _pad(tgt, [BOS_ID], [])
+    tgt_out, _ = _pad(tgt, [], [EOS_ID])
+    tgt_mask = torch.arange(tgt_in.size(1)).unsqueeze(0) < tgt_len.unsqueeze(1)
+    return Batch(src_t, src_len, tgt_in, tgt_out, tgt_mask)
+
+
+def bucket_batches(src_lens: list[int], tgt_lens: list[int], batch_size: int,
+                   batch_tokens: int | None, rng: random.Random) -> list[list[int]]:
+    """Group example indices into batches of similar lengths, in a shuffled order.
+
+    A random permutation breaks ties before sorting by (source, target) length, so batch
+    contents differ each epoch while padding stays minimal. Every index appears exactly once.
+    With ``batch_tokens``, a batch holds as many sentences as keep
+    ``sentences * longest target`` within the budget; otherwise ``batch_size`` sentences.
+    """
+    order = list(range(len(src_lens)))
+    rng.shuffle(order)
+    order.sort(key=lambda i: (src_lens[i], tgt_lens[i]))
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
+    for i in order:
+        longest_if_added = max(longest, tgt_lens[i] + 1)
+        full = (len(current) >= batch_size if batch_tokens is None
+                else longest_if_added * (len(current) + 1) > batch_tokens)
+        if current and full:
+            batches.append(current)
+            current, longest_if_added = [], tgt_lens[i] + 1
+        current.append(i)
+        longest = longest_if_added
+    if current:
+        batches.append(current)
+    rng.shuffle(batches)
+    return batches
+
+
+def length_sorted_chunks(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Indices in batches of similar length, for inference; the caller restores the order."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    return [order[k:k + batch_size] for k in range(0, len(order), batch_size)]

@@ -1,0 +1,195 @@
+"""Typed, frozen configuration for a run, read from flags or YAML and saved with every run.
+
+A config file may be flat (keys named like the ``nmt train`` flags, with ``_`` for ``-``) or
+sectioned as the saved ``config.yaml`` is (``data:``, ``model:``, ``train:``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nmt.errors import NmtError
+
+
+class ConfigError(NmtError):
+    """A config file or option has an unknown key or an invalid value."""
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the parallel text comes from and how it is split and tokenised."""
+
+    corpus: str | None = None  # fra-eng style TSV; default data/fra-eng/fra.txt
+    src_file: str | None = None
+    tgt_file: str | None = None
+    valid_size: int = 1000  # held-out source sentences (groups), capped at 10% of the groups
+    test_size: int = 2000
+    max_pieces: int = 64  # training pairs longer than this on either side are dropped
+    vocab_size: int = 8000  # one joint SentencePiece vocabulary for both languages
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Sizes of the encoder-decoder."""
+
+    embed_size: int = 256
+    hidden_size: int = 256
+    layers: int = 2
+    bidirectional: bool = True  # each direction gets hidden_size // 2 units, concatenated
+    dropout: float = 0.2
+    vocab: int = 0  # pieces in the trained tokenizer; set by nmt train, not by the user
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The optimisation loop and its budget."""
+
+    epochs: int = 10
+    max_steps: int | None = None
+    max_minutes: float | None = None
+    batch_size: int = 128  # sentences per batch, unless batch_tokens is set
+    batch_tokens: int | None = None  # target pieces per batch
+    lr: float = 2e-3
+    lr_decay: float = 0.5  # multiply lr by this when validation loss stops improving
+    clip: float = 1.0
+    label_smoothing: float = 0.1
+    valid_every: int = 0  # steps between validations; 0 = once per epoch
+    valid_bleu_size: int = 1000  # validation sentences decoded for BLEU
+    seed: int = 1
+    device: str = "auto"
+    threads: int = 0  # 0 = one per CPU core
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines a run; saved as ``config.yaml`` in the run directory."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **flat: Any) -> RunConfig:
+        """Return a copy with flat keys (``hidden_size=512``) replaced, validated."""
+        sections = {s: {} for s in _SECTIONS}
+        for key, value in flat.items():
+            sections[_section_of(key)][key] = value
+        new = RunConfig(**{s: dataclasses.replace(getattr(self, s), **kw)
+                           for s, kw in sections.items()})
+        new.validate()
+        return new
+
+    def validate(self) -> None:
+        """Raise ConfigError on values no run could use."""
+        d, m, t = self.data, self.model, self.train
+        _check(d.corpus is None or (d.src_file is None and d.tgt_file is None),
+               "give either --corpus or --src-file/--tgt-file, not both")
+        _check((d.src_file is None) == (d.tgt_file is None),
+               "--src-file and --tgt-file go together")
+        for name, value in [("valid_size", d.valid_size), ("test_size", d.test_size)]:
+            _check(value >= 0, f"{name} must be >= 0, got {value}")
+        _check(d.max_pieces >= 4, f"max_pieces must be >= 4, got {d.max_pieces}")
+        _check(d.vocab_size >= 16, f"vocab_size must be >= 16, got {d.vocab_size}")
+        for name in ("embed_size", "hidden_size", "layers"):
+            _check(getattr(m, name) >= 1, f"{name} must be >= 1, got {getattr(m, name)}")
+        _check(not m.bidirectional or m.hidden_size % 2 == 0,
+               f"a bidirectional encoder needs an even hidden_size, got {m.hidden_size}")
+        _check(0 <= m.dropout < 1, f"dropout must be in [0, 1), got {m.dropout}")
+        _check(t.epochs >= 1, f"epochs must be >= 1, got {t.epochs}")
+        _check(t.max_steps is None or t.max_steps >= 1, f"max_steps must be >= 1, got {t.max_steps}")
+        _check(t.max_minutes is None or t.max_minutes > 0,
+               f"max_minutes must be > 0, got {t.max_minutes}")
+        _check(t.batch_size >= 1, f"batch_size must be >= 1, got {t.batch_size}")
+        _check(t.batch_tokens is None or t.batch_tokens >= 1,
+               f"batch_tokens must be >= 1, got {t.batch_tokens}")
+        _check(t.lr > 0, f"lr must be > 0, got {t.lr}")
+        _check(0 < t.lr_decay <= 1, f"lr_decay must be in (0, 1], got {t.lr_decay}")
+        _check(t.clip > 0, f"clip must be > 0, got {t.clip}")
+        _check(0 <= t.label_smoothing < 1, f"label_smoothing must be in [0, 1), got {t.label_smoothing}")
+        _check(t.valid_every >= 0, f"valid_every must be >= 0, got {t.valid_every}")
+        _check(t.threads >= 0, f"threads must be >= 0, got {t.threads}")
+
+
+_SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _section_of(key: str) -> str:
+    for section, cls in _SECTIONS.items():
+        if key in {f.name for f in fields(cls)}:
+            return section
+    raise ConfigError(f"unknown config key '{key}'; valid keys: {', '.join(sorted(option_names()))}")
+
+
+def option_names() -> list[str]:
+    """All flat config keys, as accepted in a config file."""
+    return [f.name for cls in _SECTIONS.values() for f in fields(cls)]
+
+
+def default_of(key: str) -> Any:
+    """The dataclass default of a flat key, for help texts."""
+    section = _SECTIONS[_section_of(key)]
+    return {f.name: f.default for f in fields(section)}[key]
+
+
+def flatten(raw: dict[str, Any], source: str) -> dict[str, Any]:
+    """Turn a sectioned or flat mapping into flat keys; ``source`` names it in errors."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a mapping of option: value")
+    flat: dict[str, Any] = {}
+    for key, value in raw.items():
+        key = str(key).replace("-", "_")
+        if key in _SECTIONS and isinstance(value, dict):
+            flat.update(flatten(value, source))
+        else:
+            _section_of(key)
+            flat[key] = value
+    return flat
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """Read a YAML config file into flat keys."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config file ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+    return flatten(raw or {}, str(path))
+
+
+def build_config(file_options: dict[str, Any], cli_options: dict[str, Any]) -> RunConfig:
+    """Defaults, overridden by a config file, overridden by explicit flags."""
+    try:
+        return RunConfig().replace(**{**file_options, **cli_options})
+    except TypeError as e:
+        raise ConfigError(f"invalid config value: {e}") from None
+
+
+def save_config(config: RunConfig, path: Path) -> None:
+    from nmt.fileio import atomic_write_text
+    atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
+
+
+def read_run_config(path: Path) -> RunConfig:
+    """Load a saved ``config.yaml``; unknown keys mean another version of nmt wrote it."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        flat = flatten(raw, str(path))
+        return RunConfig().replace(**flat)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: missing; is this an nmt run directory?") from None
+    except (yaml.YAMLError, TypeError) as e:
+        raise ConfigError(f"{path}: unreadable run config ({str(e).splitlines()[0]})") from None
+    except ConfigError as e:
+        raise ConfigError(f"{path}: written by an incompatible nmt version? {e}") from None

@@ -1,0 +1,49 @@
+"""Choosing the device and CPU threads."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from nmt.errors import NmtError
+
+
+def pick_device(spec: str) -> torch.device:
+    """``auto`` picks CUDA, then Apple MPS, then CPU; ``cpu``, ``cuda``, ``cuda:N``, ``mps`` are explicit."""
+    if spec == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(spec)
+    except RuntimeError:
+        raise NmtError(f"--device {spec}: not a device; use auto, cpu, cuda, cuda:N or mps") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise NmtError(f"--device {spec}: CUDA is not available on this machine "
+                           f"(torch {torch.__version__}); use --device cpu or auto")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise NmtError(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s) here")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise NmtError(f"--device {spec}: Apple MPS is not available on this machine")
+    elif device.type not in ("cpu", "cuda", "mps"):
+        raise NmtError(f"--device {spec}: unsupported device type; use auto, cpu, cuda, cuda:N or mps")
+    return device
+
+
+def describe(device: torch.device) -> str:
+    """A human-readable name, e.g. ``cuda:0 (NVIDIA H200)`` or ``cpu (2 threads)``."""
+    if device.type == "cuda":
+        return f"{device} ({torch.cuda.get_device_name(device)})"
+    if device.type == "cpu":
+        return f"cpu ({torch.get_num_threads()} threads)"
+    return str(device)
+
+
+def set_threads(threads: int) -> None:
+    """Use ``threads`` intra-op threads, or one per available core when 0."""
+    if threads == 0:
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    torch.set_num_threads(threads)

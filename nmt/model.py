@@ -1,0 +1,61 @@
+"""The encoder-decoder: encode once, then decode step by step or teacher-forced."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt.config import ModelConfig
+from nmt.decoders import AttentionGRUDecoder, DecoderState
+from nmt.encoders import GRUEncoder
+from nmt.masks import lengths_to_mask
+
+
+class Generator(nn.Module):
+    """Projects decoder outputs to vocabulary logits."""
+
+    def __init__(self, hidden_size: int, vocab_size: int, dropout: float) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(dropout)
+        self.proj = nn.Linear(hidden_size, vocab_size)
+
+    def forward(self, outputs: torch.Tensor) -> torch.Tensor:
+        """:param outputs: shape (..., hidden) :return: logits, shape (..., vocab)"""
+        return self.proj(self.dropout(outputs))
+
+
+class Seq2Seq(nn.Module):
+    """GRU encoder + Bahdanau-attention GRU decoder + generator."""
+
+    def __init__(self, encoder: GRUEncoder, decoder: AttentionGRUDecoder, generator: Generator) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+        self.generator = generator
+
+    def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> DecoderState:
+        """:param src: shape (batch, src_len) :param src_len: shape (batch,)
+        :return: the decoder's initial state, keys already projected"""
+        memory, final = self.encoder(src, src_len)
+        return self.decoder.init_state(memory, final, lengths_to_mask(src_len, src.size(1)))
+
+    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced pass; logits are left to the caller so it projects only real positions.
+
+        :return: decoder outputs, shape (batch, tgt_len, hidden);
+            attention, shape (batch, tgt_len, src_len)
+        """
+        return self.decoder(tgt_in, self.encode(src, src_len))
+
+
+def build_model(cfg: ModelConfig, pad_id: int) -> Seq2Seq:
+    """Build a model from its config; the caller seeds torch for reproducible initial weights."""
+    encoder = GRUEncoder(cfg.vocab, cfg.embed_size, cfg.hidden_size, cfg.layers,
+                         cfg.bidirectional, cfg.dropout, pad_id)
+    decoder = AttentionGRUDecoder(cfg.vocab, cfg.embed_size, cfg.hidden_size, cfg.layers,
+                                  cfg.dropout, pad_id)
+    return Seq2Seq(encoder, decoder, Generator(cfg.hidden_size, cfg.vocab, cfg.dropout))
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,108 @@
+"""Turning a corpus into a run's data: read, split, train the tokenizer, encode. Done once per run."""
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt.config import DataConfig
+from nmt.corpus import ReadReport, Split, read_parallel, read_tsv, split_by_source
+from nmt.errors import NmtError
+from nmt.fileio import atomic_path, atomic_write_lines
+from nmt.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CORPUS = Path("data/fra-eng/fra.txt")
+FRA_ENG_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
+FRA_ENG_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
+
+
+@dataclass
+class RunData:
+    """A run's tokenizer, encoded training pairs and raw held-out pairs."""
+
+    tokenizer: Tokenizer
+    train_src: list[list[int]]
+    train_tgt: list[list[int]]
+    split: Split
+    report: ReadReport
+    dropped_long: int
+
+
+def download_fra_eng(target: Path) -> None:
+    """Fetch the d2l.ai fra-eng archive, verify its SHA-1 and extract fra.txt + _about.txt."""
+    log.info("%s is missing; downloading %s", target, FRA_ENG_URL)
+    try:
+        with urllib.request.urlopen(FRA_ENG_URL, timeout=30) as response:
+            data = response.read()
+    except OSError as e:
+        raise NmtError(
+            f"{target}: corpus not found, and downloading {FRA_ENG_URL} failed ({e}). "
+            f"Put the Tatoeba fra-eng file there (EN<TAB>FR per line; unpack fra-eng.zip from "
+            f"that URL on a machine with internet), or pass --corpus FILE, or --src-file FILE "
+            f"--tgt-file FILE for two aligned plain-text files.") from None
+    digest = hashlib.sha1(data).hexdigest()
+    if digest != FRA_ENG_SHA1:
+        raise NmtError(f"{FRA_ENG_URL}: SHA-1 {digest} is not the expected {FRA_ENG_SHA1}; "
+                       f"not using it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for name in ("fra.txt", "_about.txt"):
+            with atomic_path(target.parent / name) as tmp:
+                tmp.write_bytes(archive.read(f"fra-eng/{name}"))
+
+
+def read_corpus(cfg: DataConfig, strict: bool = False) -> tuple[list[tuple[str, str]], ReadReport]:
+    """Read the configured corpus, fetching the default one when it is absent."""
+    if cfg.src_file is not None:
+        return read_parallel(Path(cfg.src_file), Path(cfg.tgt_file), strict)
+    path = Path(cfg.corpus) if cfg.corpus else DEFAULT_CORPUS
+    if cfg.corpus is None and not path.exists():
+        download_fra_eng(path)
+    return read_tsv(path, strict)
+
+
+def _write_pairs(path: Path, pairs: list[tuple[str, str]]) -> None:
+    atomic_write_lines(path, [f"{src}\t{tgt}" for src, tgt in pairs])
+
+
+def read_pairs(path: Path) -> list[tuple[str, str]]:
+    """Read a held-out split file written by :func:`prepare_run_data`."""
+    pairs, _ = read_tsv(path, strict=True)
+    return pairs
+
+
+def prepare_run_data(cfg: DataConfig, run_dir: Path, strict: bool = False,
+                     new_run: bool = True) -> RunData:
+    """Read and split the corpus; for a new run train the tokenizer and save split and model.
+
+    A resumed run (``new_run=False``) reuses the run's ``spm.model``; the split is a pure
+    function of the corpus, so it comes out the same.
+    """
+    pairs, report = read_corpus(cfg, strict)
+    split = split_by_source(pairs, cfg.valid_size, cfg.test_size)
+    log.info("%s: %d training, %d validation, %d test pairs", report.path, len(split.train),
+             len(split.valid), len(split.test))
+    if new_run:
+        _write_pairs(run_dir / "valid.tsv", split.valid)
+        _write_pairs(run_dir / "test.tsv", split.test)
+        texts = [s for s, _ in split.train] + [t for _, t in split.train]
+        tokenizer = Tokenizer.train(texts, run_dir / "spm.model", cfg.vocab_size)
+    else:
+        tokenizer = Tokenizer(run_dir / "spm.model")
+    src_ids = tokenizer.encode([s for s, _ in split.train])
+    tgt_ids = tokenizer.encode([t for _, t in split.train])
+    keep = [i for i in range(len(src_ids))
+            if 0 < len(src_ids[i]) <= cfg.max_pieces and 0 < len(tgt_ids[i]) <= cfg.max_pieces]
+    dropped = len(src_ids) - len(keep)
+    if dropped:
+        log.info("dropped %d training pairs longer than %d pieces", dropped, cfg.max_pieces)
+    if not keep:
+        raise NmtError(f"{report.path}: no training pairs left after the held-out split")
+    return RunData(tokenizer, [src_ids[i] for i in keep], [tgt_ids[i] for i in keep], split,
+                   report, dropped)

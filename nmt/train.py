@@ -1,0 +1,217 @@
+"""The training loop: teacher forcing, masked loss, Adam, clipping, validation, checkpoints.
+
+Training stops at the first budget reached (epochs, total steps or wall-clock minutes, all
+counted from the run's start, across resumes), or on SIGINT/SIGTERM, after saving.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import random
+import signal
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import torch
+
+from nmt import checkpoint
+from nmt.batching import Batch, bucket_batches, make_batch
+from nmt.config import RunConfig
+from nmt.devices import describe
+from nmt.loss import masked_cross_entropy
+from nmt.metrics import bleu
+from nmt.model import Seq2Seq
+from nmt.prepare import RunData
+from nmt.progress import TrainProgress
+from nmt.translate import Translator
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainState:
+    """Everything besides weights, optimiser and RNG that a resumed run needs (JSON-able)."""
+
+    step: int = 0
+    epoch: int = 0  # epochs completed
+    batch_in_epoch: int = 0  # batches of the current epoch done
+    elapsed: float = 0.0  # seconds of training and validation so far, across resumes
+    step_seconds: float = 0.0  # seconds inside optimiser steps alone, for throughput
+    best_bleu: float = -1.0
+    best_bleu_step: int = 0
+    best_loss: float = math.inf
+    target_tokens: int = 0
+    sentences: int = 0
+
+
+class Trainer:
+    """Trains ``model`` on ``data`` into ``run_dir`` under ``config``."""
+
+    def __init__(self, config: RunConfig, model: Seq2Seq, data: RunData, run_dir: Path,
+                 device: torch.device, state: TrainState | None = None) -> None:
+        self.cfg, self.t = config, config.train
+        self.model, self.data, self.run_dir, self.device = model, data, run_dir, device
+        self.state = state or TrainState()
+        self.optimizer = torch.optim.Adam(model.parameters(), lr=self.t.lr)
+        self.stop_signal: str | None = None
+        self.valid = data.split.valid
+        self.valid_src = data.tokenizer.encode([s for s, _ in self.valid])
+        self.valid_tgt = data.tokenizer.encode([t for _, t in self.valid])
+
+    @property
+    def lr(self) -> float:
+        return self.optimizer.param_groups[0]["lr"]
+
+    def batches_of_epoch(self, epoch: int) -> list[list[int]]:
+        """The epoch's batch order: a pure function of seed and epoch, so resumes replay it."""
+        src_lens = [len(s) for s in self.data.train_src]
+        tgt_lens = [len(t) for t in self.data.train_tgt]
+        rng = random.Random(self.t.seed * 1_000_003 + epoch)
+        return bucket_batches(src_lens, tgt_lens, self.t.batch_size, self.t.batch_tokens, rng)
+
+    def train_step(self, batch: Batch) -> float:
+        """One optimiser step on the mean loss per real target token; returns that loss."""
+        batch = batch.to(self.device, non_blocking=True)
+        outputs, _ = self.model(batch.src, batch.src_len, batch.tgt_in)
+        loss = masked_cross_entropy(self.model.generator, outputs, batch.tgt_out, batch.tgt_mask,
+                                    self.t.label_smoothing) / batch.n_tokens
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
+        self.optimizer.step()
+        return loss.item()
+
+    def budget_left(self) -> bool:
+        t, s = self.t, self.state
+        if s.epoch >= t.epochs or (t.max_steps is not None and s.step >= t.max_steps):
+            return False
+        return t.max_minutes is None or s.elapsed < t.max_minutes * 60
+
+    def total_steps(self, steps_per_epoch: int) -> int:
+        total = self.t.epochs * steps_per_epoch
+        return min(total, self.t.max_steps) if self.t.max_steps is not None else total
+
+    def run(self) -> TrainState:
+        """Train until a budget or a stop signal; returns the final state."""
+        log.info("training on %s", describe(self.device))
+        self.model.train()
+        steps_per_epoch = len(self.batches_of_epoch(0))
+        last_valid_step = self.state.step if self.state.step else -1
+        with _stop_signals(self), TrainProgress(self.total_steps(steps_per_epoch),
+                                                self.t.max_minutes) as progress:
+            progress.update(self.state)
+            while self.budget_left() and not self.stop_signal:
+                if self._run_epoch(progress):
+                    last_valid_step = self.state.step
+        if self.stop_signal:
+            log.warning("%s received: saving the last checkpoint at step %d", self.stop_signal,
+                        self.state.step)
+        elif last_valid_step != self.state.step:
+            self.validate()
+        self.save_last()
+        return self.state
+
+    def _run_epoch(self, progress: TrainProgress) -> bool:
+        """Train the rest of the current epoch; returns whether it ended with a validation."""
+        s, batches = self.state, self.batches_of_epoch(self.state.epoch)
+        validated = False
+        while s.batch_in_epoch < len(batches):
+            start = time.monotonic()
+            index = batches[s.batch_in_epoch]
+            batch = make_batch([self.data.train_src[i] for i in index],
+                               [self.data.train_tgt[i] for i in index])
+            loss = self.train_step(batch)
+            s.step, s.batch_in_epoch = s.step + 1, s.batch_in_epoch + 1
+            s.target_tokens, s.sentences = s.target_tokens + batch.n_tokens, s.sentences + len(index)
+            took = time.monotonic() - start
+            s.elapsed, s.step_seconds = s.elapsed + took, s.step_seconds + took
+            progress.step(s, loss, batch.n_tokens, len(index))
+            validated = False
+            if self.t.valid_every and s.step % self.t.valid_every == 0:
+                self._timed_validate(progress)
+                validated = True
+            if not self.budget_left() or self.stop_signal:
+                return validated
+        s.epoch, s.batch_in_epoch = s.epoch + 1, 0
+        if not self.t.valid_every:
+            self._timed_validate(progress)
+            validated = True
+        return validated
+
+    def _timed_validate(self, progress: TrainProgress) -> None:
+        start = time.monotonic()
+        self.validate()
+        self.state.elapsed += time.monotonic() - start
+        progress.update(self.state)
+
+    @torch.inference_mode()
+    def valid_loss(self) -> float:
+        """Mean cross-entropy (no smoothing) per target token on the validation pairs."""
+        self.model.eval()
+        total, tokens = 0.0, 0
+        for k in range(0, len(self.valid_src), 256):
+            batch = make_batch(self.valid_src[k:k + 256], self.valid_tgt[k:k + 256]).to(self.device)
+            outputs, _ = self.model(batch.src, batch.src_len, batch.tgt_in)
+            total += float(masked_cross_entropy(self.model.generator, outputs, batch.tgt_out,
+                                                batch.tgt_mask))
+            tokens += batch.n_tokens
+        self.model.train()
+        return total / max(tokens, 1)
+
+    def validate(self) -> dict[str, float]:
+        """Validation loss and greedy BLEU; keeps the best weights, decays lr on a plateau."""
+        if not self.valid:  # nothing to select on: the newest weights are the best we know
+            checkpoint.save(self.run_dir / "best.safetensors", self.model, state={"step": self.state.step})
+            self.save_last()
+            return {}
+        s = self.state
+        loss = self.valid_loss()
+        subset = self.valid[:self.t.valid_bleu_size]
+        hyps = Translator(self.model, self.data.tokenizer, self.device).translate(
+            [src for src, _ in subset], batch_size=128)
+        score = bleu(hyps, [tgt for _, tgt in subset]).score
+        record = {"step": s.step, "epoch": s.epoch, "valid_loss": round(loss, 4),
+                  "valid_ppl": round(math.exp(min(loss, 50)), 2), "valid_bleu": round(score, 2),
+                  "lr": self.lr, "elapsed_s": round(s.elapsed, 1),
+                  "train_tokens_per_s": round(s.target_tokens / max(s.step_seconds, 1e-9), 1)}
+        log.info("step %d  valid loss %.3f  ppl %.2f  BLEU %.2f  lr %.2g", s.step, loss,
+                 record["valid_ppl"], score, self.lr)
+        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if loss >= s.best_loss and self.t.lr_decay < 1:
+            for group in self.optimizer.param_groups:
+                group["lr"] *= self.t.lr_decay
+        s.best_loss = min(s.best_loss, loss)
+        self.save_best_if(score)
+        self.save_last()
+        return record
+
+    def save_best_if(self, score: float) -> None:
+        s = self.state
+        if score > s.best_bleu:
+            s.best_bleu, s.best_bleu_step = score, s.step
+            checkpoint.save(self.run_dir / "best.safetensors", self.model,
+                            state={"step": s.step, "valid_bleu": score})
+
+    def save_last(self) -> None:
+        checkpoint.save(self.run_dir / "last.safetensors", self.model, self.optimizer,
+                        dataclasses.asdict(self.state))
+
+
+@contextmanager
+def _stop_signals(trainer: Trainer) -> Iterator[None]:
+    """SIGINT/SIGTERM ask the loop to stop after the current step (and save)."""
+    def handler(signum: int, _frame: object) -> None:
+        trainer.stop_signal = signal.Signals(signum).name
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)

@@ -1,0 +1,48 @@
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nmt.batching import bucket_batches, length_sorted_chunks, make_batch
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+
+def test_make_batch_shifts_targets_and_pads():
+    batch = make_batch([[5, 6], [7]], [[8], [9, 10, 11]])
+    assert batch.src.tolist() == [[5, 6, EOS_ID], [7, EOS_ID, PAD_ID]]
+    assert batch.src_len.tolist() == [3, 2]
+    assert batch.tgt_in.tolist() == [[BOS_ID, 8, PAD_ID, PAD_ID], [BOS_ID, 9, 10, 11]]
+    assert batch.tgt_out.tolist() == [[8, EOS_ID, PAD_ID, PAD_ID], [9, 10, 11, EOS_ID]]
+    assert batch.n_tokens == 6
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40)), min_size=1, max_size=300),
+       st.integers(1, 50), st.one_of(st.none(), st.integers(1, 400)), st.integers(0, 10**6))
+def test_bucket_batches_yield_every_pair_exactly_once(lengths, batch_size, batch_tokens, seed):
+    src, tgt = [a for a, _ in lengths], [b for _, b in lengths]
+    batches = bucket_batches(src, tgt, batch_size, batch_tokens, random.Random(seed))
+    flat = [i for b in batches for i in b]
+    assert sorted(flat) == list(range(len(lengths)))
+    assert all(batches)
+    for b in batches:
+        if batch_tokens is None:
+            assert len(b) <= batch_size
+        elif len(b) > 1:
+            assert len(b) * max(tgt[i] + 1 for i in b) <= batch_tokens
+
+
+def test_bucketing_keeps_similar_lengths_together_and_reshuffles():
+    rng = random.Random(0)
+    src = [rng.randint(1, 50) for _ in range(1000)]
+    tgt = [s + rng.randint(0, 3) for s in src]
+    a = bucket_batches(src, tgt, 32, None, random.Random(1))
+    b = bucket_batches(src, tgt, 32, None, random.Random(2))
+    assert a != b
+    padding = sum(len(x) * max(src[i] for i in x) - sum(src[i] for i in x) for x in a)
+    assert padding / sum(src) < 0.05  # random batches would pad ~50%
+
+
+def test_length_sorted_chunks_cover_all():
+    chunks = length_sorted_chunks([5, 1, 3, 2], 3)
+    assert chunks == [[1, 3, 2], [0]]

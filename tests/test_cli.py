@@ -1,0 +1,84 @@
+"""Through the real command line, in a subprocess, as a user runs it."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import make_pairs, write_tsv
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def nmt(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], input=stdin,
+                          capture_output=True, text=True, cwd=cwd or ROOT, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def memorised_run(tmp_path_factory):
+    """A tiny model trained on 24 pairs until it has memorised them."""
+    tmp = tmp_path_factory.mktemp("e2e")
+    pairs = sorted(set(make_pairs(24, seed=5)))
+    corpus = write_tsv(tmp / "tiny.tsv", pairs)
+    run = tmp / "run"
+    result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--vocab-size", "60",
+                 "--embed-size", "32", "--hidden-size", "64", "--layers", "1", "--dropout", "0",
+                 "--label-smoothing", "0", "--lr", "0.01", "--lr-decay", "1", "--batch-size", "8",
+                 "--max-steps", "300", "--epochs", "1000",
+                 "--valid-every", "100", "--device", "cpu", "--seed", "3")
+    assert result.returncode == 0, result.stderr
+    held = {line.split("\t")[0] for name in ("valid.tsv", "test.tsv")
+            for line in (run / name).read_text().splitlines()}
+    train_pairs = [p for p in pairs if p[0] not in held]
+    return run, train_pairs
+
+
+def test_train_then_translate_reproduces_a_training_sentence(memorised_run):
+    run, train_pairs = memorised_run
+    src, tgt = max(train_pairs, key=lambda p: len(p[0]))
+    result = nmt("translate", "--checkpoint", str(run), src)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == tgt + "\n"
+
+
+def test_translate_files_and_stdin_keep_line_count(memorised_run, tmp_path):
+    run, train_pairs = memorised_run
+    lines = [train_pairs[0][0], "", train_pairs[1][0]]
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
+    result = nmt("translate", "--checkpoint", str(run), "--input", str(tmp_path / "in.txt"),
+                 "--output", str(tmp_path / "out.txt"))
+    assert result.returncode == 0, result.stderr
+    out = (tmp_path / "out.txt").read_text().splitlines()
+    assert len(out) == 3 and out[1] == "" and out[0] == train_pairs[0][1]
+    piped = nmt("translate", "--checkpoint", str(run), stdin="\n".join(lines) + "\n")
+    assert piped.stdout.splitlines() == out
+
+
+def test_translate_uses_newest_run_without_checkpoint(memorised_run, tmp_path):
+    run, train_pairs = memorised_run
+    (tmp_path / "checkpoints").symlink_to(run.parent, target_is_directory=True)
+    result = nmt("translate", train_pairs[0][0], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == train_pairs[0][1] + "\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["train", "--corpus", "/nonexistent/corpus.tsv", "--run-dir", "{tmp}/r"], "/nonexistent/corpus.tsv: no such file"),
+    (["train", "--device", "cuda:7", "--run-dir", "{tmp}/r"], "--device cuda:7"),
+    (["train", "--dropout", "2", "--run-dir", "{tmp}/r"], "dropout must be in"),
+    (["translate", "--checkpoint", "{tmp}/none", "hello"], "not a run directory"),
+])
+def test_user_errors_are_one_clear_line(tmp_path, args, message):
+    result = nmt(*[a.format(tmp=tmp_path) for a in args])
+    assert result.returncode == 1
+    first = result.stderr.strip().splitlines()[0]
+    assert first.startswith("error:") and message in result.stderr.replace("\n", " ")
+    assert "Traceback" not in result.stderr
+
+
+def test_version_and_help():
+    assert nmt("--version").stdout.startswith("nmt ")
+    for command in ("train", "translate"):
+        result = nmt(command, "--help")
+        assert result.returncode == 0 and "Example" in result.stdout

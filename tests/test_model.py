@@ -1,0 +1,47 @@
+import torch
+
+from nmt.batching import make_batch
+from nmt.model import count_parameters
+from nmt.search import greedy_search
+
+from conftest import tiny_model
+
+
+def _decode(model, seqs):
+    batch = make_batch(seqs)
+    return greedy_search(model, batch.src, batch.src_len, torch.full((len(seqs),), 12))
+
+
+def test_padding_and_neighbours_do_not_change_a_sentences_attention_or_decoding():
+    model = tiny_model(vocab=30)
+    sentence = [5, 9, 11]
+    alone = _decode(model, [sentence])[0]
+    together = _decode(model, [list(range(4, 20)), sentence, [7]])[1]
+    assert together.tokens == alone.tokens
+    torch.testing.assert_close(together.attention, alone.attention, rtol=1e-5, atol=1e-6)
+    assert abs(together.score - alone.score) < 1e-4
+
+
+def test_teacher_forced_outputs_ignore_padding():
+    model = tiny_model(vocab=30)
+    one = make_batch([[5, 6]], [[7, 8, 9]])
+    two = make_batch([[5, 6], [4, 4, 4, 4, 4]], [[7, 8, 9], [10, 11, 12, 13, 14, 15]])
+    out1, attn1 = model(one.src, one.src_len, one.tgt_in)
+    out2, attn2 = model(two.src, two.src_len, two.tgt_in)
+    torch.testing.assert_close(out2[0, :4], out1[0], rtol=1e-5, atol=1e-6)  # BOS + 3 pieces
+    torch.testing.assert_close(attn2[0, :4, :3], attn1[0], rtol=1e-5, atol=1e-6)  # 2 pieces + EOS
+    assert torch.all(attn2[0, :, 3:] == 0)
+
+
+def test_attention_rows_sum_to_one_over_real_source_positions():
+    model = tiny_model(vocab=30)
+    batch = make_batch([[5, 6], [4, 4, 4, 4, 4]], [[7, 8, 9], [10, 11]])
+    _, attn = model(batch.src, batch.src_len, batch.tgt_in)  # (batch, tgt_len, src_len)
+    torch.testing.assert_close(attn.sum(-1), torch.ones(2, 4))
+    assert torch.all(attn[0, :, 3:] == 0)
+
+
+def test_unidirectional_single_layer_model_builds_and_runs():
+    model = tiny_model(vocab=30, bidirectional=False, layers=1)
+    assert count_parameters(model) > 0
+    assert len(_decode(model, [[5, 6, 7]])) == 1

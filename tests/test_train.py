@@ -1,0 +1,48 @@
+import json
+
+import torch
+from safetensors.torch import load_file
+
+from nmt.config import build_config, read_run_config
+from nmt.runs import train_new_run
+
+
+def _config(corpus, **extra):
+    options = {"corpus": str(corpus), "embed_size": 8, "hidden_size": 12, "layers": 1,
+               "vocab_size": 60, "batch_size": 16, "max_steps": 12, "valid_every": 6,
+               "valid_bleu_size": 20, "valid_size": 10, "test_size": 10, "device": "cpu"}
+    return build_config({}, {**options, **extra})
+
+
+def test_same_seed_same_data_gives_the_same_model(tmp_path, corpus_file):
+    train_new_run(_config(corpus_file), tmp_path / "a")
+    train_new_run(_config(corpus_file), tmp_path / "b")
+    a, b = load_file(tmp_path / "a" / "last.safetensors"), load_file(tmp_path / "b" / "last.safetensors")
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a if not k.startswith("rng"))
+    train_new_run(_config(corpus_file, seed=2), tmp_path / "c")
+    c = load_file(tmp_path / "c" / "last.safetensors")
+    assert not torch.equal(a["model.generator.proj.weight"], c["model.generator.proj.weight"])
+
+
+def test_run_directory_holds_everything_a_run_needs(tmp_path, corpus_file):
+    state = train_new_run(_config(corpus_file), tmp_path / "run")
+    names = {p.name for p in (tmp_path / "run").iterdir()}
+    assert {"config.yaml", "spm.model", "valid.tsv", "test.tsv", "best.safetensors",
+            "last.safetensors", "metrics.jsonl", "run.json"} <= names
+    assert not [n for n in names if n.endswith(".tmp")]
+    assert state.step == 12
+    config = read_run_config(tmp_path / "run" / "config.yaml")
+    assert config.model.hidden_size == 12 and config.model.vocab > 0
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [6, 12]
+    summary = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert summary["steps"] == 12 and summary["pairs"]["test"] > 0
+
+
+def test_held_out_sources_never_occur_in_training(tmp_path, corpus_file):
+    train_new_run(_config(corpus_file, max_steps=1), tmp_path / "run")
+    held = {line.split("\t")[0] for name in ("valid.tsv", "test.tsv")
+            for line in (tmp_path / "run" / name).read_text().splitlines()}
+    train = {line.split("\t")[0] for line in corpus_file.read_text().splitlines()} - held
+    assert held and train and not held & train

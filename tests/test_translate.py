@@ -1,0 +1,33 @@
+from nmt.translate import Translator
+
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import tiny_model
+
+
+def test_output_lines_match_input_lines_and_empty_stays_empty(tokenizer):
+    translator = Translator(tiny_model(tokenizer.vocab_size), tokenizer, torch.device("cpu"))
+    lines = ["Tom sees the cat.", "", "   ", "Mary likes the dog today.", "Tom sees the cat."]
+    out = translator.translate(lines, batch_size=2)
+    assert len(out) == len(lines)
+    assert out[1] == "" and out[2] == ""
+    assert out[0] == out[4]
+
+
+def test_batch_size_does_not_change_translations(tokenizer):
+    translator = Translator(tiny_model(tokenizer.vocab_size), tokenizer, torch.device("cpu"))
+    lines = ["Tom sees the cat.", "Mary.", "The big red bird chases the small mouse now."]
+    assert translator.translate(lines, batch_size=1) == translator.translate(lines, batch_size=3)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(max_size=40), max_size=6))
+def test_random_unicode_never_crashes_and_keeps_line_count(tokenizer, lines):
+    lines = [line.replace("\n", " ").replace("\r", " ") for line in lines]
+    translator = Translator(tiny_model(tokenizer.vocab_size), tokenizer, torch.device("cpu"),
+                            max_src_pieces=20)
+    out = translator.translate(lines)
+    assert len(out) == len(lines)
+    assert all("\n" not in line for line in out)
