@@ -14,6 +14,7 @@ from rich.logging import RichHandler
 from nmt import __version__
 from nmt.config import build_config, default_of, load_config_file
 from nmt.errors import NmtError
+from nmt.search import DEFAULT_LENGTH_PENALTY
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
                   help="nmt: train, run and inspect GRU + Bahdanau-attention translation models.")
@@ -106,10 +107,14 @@ def train(
                                               rich_help_panel="Optimisation")] = None,
     valid_bleu_size: Annotated[Optional[int], Opt(help=_h("valid_bleu_size", "Validation sentences decoded for BLEU."),
                                                   rich_help_panel="Optimisation")] = None,
+    patience: Annotated[Optional[int], Opt(help=_h("patience", "Stop after N validations without a "
+                                                   "better BLEU (0: never)."), rich_help_panel="Budget")] = None,
     seed: Annotated[Optional[int], Opt(help=_h("seed", "Random seed."))] = None,
     device: Annotated[Optional[str], Opt(help=_h("device", "auto, cpu, cuda, cuda:N or mps."))] = None,
     threads: Annotated[Optional[int], Opt(help=_h("threads", "CPU threads (0: one per core)."))] = None,
     run_dir: Annotated[Optional[Path], Opt(help="Run directory. \\[default: checkpoints/<timestamp>]")] = None,
+    resume: Annotated[Optional[Path], Opt(help="Continue this run from its last checkpoint; only "
+                                          "--epochs/--max-steps/--max-minutes may change.")] = None,
     config: Annotated[Optional[Path], Opt(help="YAML file with any of these options; flags win.")] = None,
 ) -> None:
     """Train an encoder-decoder with Bahdanau attention on a parallel corpus.
@@ -118,15 +123,22 @@ def train(
     with _ for -); the resolved configuration is saved as config.yaml in the run directory.
     """
     flags = {k: v for k, v in locals().items()
-             if v is not None and k not in ("config", "run_dir", "strict")}
-    from nmt.runs import new_run_dir, train_new_run
+             if v is not None and k not in ("config", "run_dir", "strict", "resume")}
+    from nmt.runs import BUDGET_KEYS, new_run_dir, resume_run, train_new_run
 
     flags = {k: str(v) if isinstance(v, Path) else v for k, v in flags.items()}
     with _user_errors():
-        file_options = load_config_file(config) if config else {}
-        cfg = build_config(file_options, flags)
-        run = run_dir or new_run_dir()
-        state = train_new_run(cfg, run, strict)
+        if resume is not None:
+            other = sorted(set(flags) - set(BUDGET_KEYS)) + (["config"] if config else []) + (
+                ["run-dir"] if run_dir else [])
+            if other:
+                raise NmtError(f"--resume continues a run with its saved config; it cannot take "
+                               f"--{', --'.join(o.replace('_', '-') for o in other)}")
+            run, state = resume, resume_run(resume, flags, strict)
+        else:
+            cfg = build_config(load_config_file(config) if config else {}, flags)
+            run = run_dir or new_run_dir()
+            state = train_new_run(cfg, run, strict)
         err.print(f"run saved in [bold]{run}[/]: {state.step} steps, best validation BLEU "
                   f"{state.best_bleu:.2f}", highlight=False)
 
@@ -157,39 +169,159 @@ def _write_output(lines: list[str], output: Path | None) -> None:
         raise NmtError(f"--output {output}: cannot write ({e.strerror})") from None
 
 
-def _load_translator(checkpoint: Path | None, device: str) -> Any:
+def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
+                     length_penalty: float = 0.0) -> Any:
     from nmt.checkpoint import latest_run, load_run
     from nmt.devices import pick_device, set_threads
     from nmt.translate import Translator
 
+    if beam < 1:
+        raise NmtError(f"--beam must be >= 1, got {beam}")
     set_threads(0)
     dev = pick_device(device)
     run = checkpoint or latest_run()
     _, model, tokenizer = load_run(run, dev)
-    logging.getLogger(__name__).debug("translating with %s on %s", run, dev)
-    return Translator(model, tokenizer, dev)
+    logging.getLogger(__name__).debug("decoding with %s on %s", run, dev)
+    return Translator(model, tokenizer, dev, beam=beam, length_penalty=length_penalty)
 
 
-@app.command(epilog='Example: nmt translate "Tom chases Jerry."   or   nmt translate --input en.txt --output fr.txt')
+CheckpointOpt = Annotated[Optional[Path], Opt(help="Run directory. \\[default: newest in checkpoints/]")]
+DeviceOpt = Annotated[str, Opt(help="auto, cpu, cuda, cuda:N or mps.")]
+BatchOpt = Annotated[int, Opt(help="Sentences decoded together.")]
+BeamOpt = Annotated[int, Opt(help="Beam size; 1 is greedy search.")]
+PenaltyOpt = Annotated[float, Opt(help="GNMT length-penalty alpha for beam search (0: none).")]
+
+
+@app.command(epilog='Example: nmt translate "Tom chases Jerry."   or   '
+                    'nmt translate --input en.txt --output fr.txt --beam 5')
 def translate(
     text: Annotated[Optional[list[str]], typer.Argument(help="Sentences to translate, one output line each. "
                                                         "Without TEXT or --input, lines are read from stdin.",
                                                         show_default=False)] = None,
-    checkpoint: Annotated[Optional[Path], Opt(help="Run directory. \\[default: newest in checkpoints/]")] = None,
+    checkpoint: CheckpointOpt = None,
     input: Annotated[Optional[Path], Opt("--input", "-i", help="File of sentences, one per line.")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="Write translations here. \\[default: stdout]")] = None,
-    batch_size: Annotated[int, Opt(help="Sentences decoded together.")] = 64,
-    device: Annotated[str, Opt(help="auto, cpu, cuda, cuda:N or mps.")] = "auto",
+    beam: BeamOpt = 1,
+    nbest: Annotated[Optional[int], Opt(help="Print the N best per sentence as index<TAB>score<TAB>translation.")] = None,
+    length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
+    json_out: Annotated[bool, Opt("--json", help="One JSON object per input line.")] = False,
+    batch_size: BatchOpt = 64,
+    device: DeviceOpt = "auto",
 ) -> None:
     """Translate sentences with a trained run: one output line per input line, in order."""
+    from nmt.output import format_nbest, format_json
+
     with _user_errors():
         if text and input is not None:
             raise NmtError("give TEXT arguments or --input FILE, not both")
         if batch_size < 1:
             raise NmtError(f"--batch-size must be >= 1, got {batch_size}")
+        if nbest is not None and not 1 <= nbest <= beam:
+            raise NmtError(f"--nbest must be between 1 and --beam ({beam}), got {nbest}")
         lines = list(text) if text else _read_input_lines(input)
-        translator = _load_translator(checkpoint, device)
-        _write_output(translator.translate(lines, batch_size), output)
+        translator = _load_translator(checkpoint, device, beam, length_penalty)
+        if nbest is None and not json_out:
+            _write_output(translator.translate(lines, batch_size), output)
+            return
+        results = translator.nbest(lines, nbest or 1, batch_size)
+        texts = [translator.detokenize(hyps) for hyps in results]
+        out = (format_json(lines, results, texts, nbest is not None) if json_out
+               else format_nbest(results, texts))
+        _write_output(out, output)
+
+
+@app.command(name="eval", epilog="Example: nmt eval --bleu --chrf --beam 5   or   "
+                                 "nmt eval --src test.en --ref test.fr --ref test2.fr")
+def eval_(
+    bleu: Annotated[bool, Opt("--bleu", help="Corpus BLEU (the default metric).")] = False,
+    chrf: Annotated[bool, Opt("--chrf", help="chrF2.")] = False,
+    ter: Annotated[bool, Opt("--ter", help="TER.")] = False,
+    checkpoint: CheckpointOpt = None,
+    src: Annotated[Optional[Path], Opt(help="Source file. \\[default: the run's test.tsv]")] = None,
+    ref: Annotated[Optional[list[Path]], Opt(help="Reference file, aligned with --src; repeat for more. "
+                                             "An empty line: no reference for that sentence.")] = None,
+    beam: BeamOpt = 1,
+    length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
+    hyp_out: Annotated[Optional[Path], Opt(help="Also write the hypotheses to this file.")] = None,
+    json_out: Annotated[bool, Opt("--json", help="Print one JSON object instead of a table.")] = False,
+    batch_size: BatchOpt = 64,
+    device: DeviceOpt = "auto",
+) -> None:
+    """Score a run with sacrebleu (detokenised output against raw references)."""
+    from nmt.checkpoint import latest_run
+    from nmt.evaluate import evaluate, file_test_set, run_test_set
+    from nmt.output import score_json, score_table
+
+    with _user_errors():
+        if (src is None) != (not ref):
+            raise NmtError("--src and --ref go together")
+        run = checkpoint or latest_run()
+        test = file_test_set(src, ref) if src is not None else run_test_set(run)
+        metrics = [m for m, on in (("bleu", bleu), ("chrf", chrf), ("ter", ter)) if on] or ["bleu"]
+        translator = _load_translator(run, device, beam, length_penalty)
+        hyps, scores = evaluate(translator, test, metrics, batch_size)
+        if hyp_out is not None:
+            _write_output(hyps, hyp_out)
+        info = {"run": str(run), "test_set": test.name, "sentences": len(test.sources),
+                "references": len(test.refs), "beam": beam,
+                "length_penalty": length_penalty if beam > 1 else None}
+        if json_out:
+            typer.echo(score_json(info, scores))
+        else:
+            Console().print(score_table(info, scores))
+
+
+@app.command(name="attn-plot", epilog='Example: nmt attn-plot "Tom chases Jerry." -o attn.png --show')
+def attn_plot(
+    text: Annotated[list[str], typer.Argument(help="Sentences; each gets a panel.", show_default=False)],
+    checkpoint: CheckpointOpt = None,
+    output: Annotated[Path, Opt("--output", "-o", help="Figure file: .png, .svg or .pdf.")] = Path("attn.png"),
+    show: Annotated[bool, Opt("--show", help="Also draw the weights in the terminal.")] = False,
+    beam: BeamOpt = 1,
+    length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
+    device: DeviceOpt = "auto",
+) -> None:
+    """Draw the attention weights of each decoded translation as a heatmap."""
+    from nmt.display import attention_table
+    from nmt.inspect import attention_panels
+    from nmt.plotting import figure_format, plot_attention
+
+    with _user_errors():
+        figure_format(output)
+        translator = _load_translator(checkpoint, device, beam, length_penalty)
+        panels = attention_panels(translator, text)
+        plot_attention(panels, output)
+        if show:
+            for panel in panels:
+                Console().print(attention_table(panel))
+        err.print(f"wrote {output}", highlight=False)
+
+
+@app.command(epilog="Example: nmt info --checkpoint checkpoints/20261130-074100")
+def info(
+    checkpoint: CheckpointOpt = None,
+    json_out: Annotated[bool, Opt("--json", help="Print one JSON object instead of a table.")] = False,
+) -> None:
+    """Print a run's model card: architecture, sizes, data, training and library versions."""
+    import json
+
+    from nmt.checkpoint import latest_run
+    from nmt.display import key_value_table
+    from nmt.inspect import model_card
+
+    with _user_errors():
+        card = model_card(checkpoint or latest_run())
+        if json_out:
+            typer.echo(json.dumps(card, indent=2))
+        else:
+            Console().print(key_value_table(f"nmt run {card['run']}",
+                                            [(k, _fmt(v)) for k, v in card.items() if k != "run"]))
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items())
+    return str(value)
 
 
 def main() -> None:

@@ -59,6 +59,7 @@ class TrainConfig:
     label_smoothing: float = 0.1
     valid_every: int = 0  # steps between validations; 0 = once per epoch
     valid_bleu_size: int = 1000  # validation sentences decoded for BLEU
+    patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
     seed: int = 1
     device: str = "auto"
     threads: int = 0  # 0 = one per CPU core
@@ -113,6 +114,7 @@ class RunConfig:
         _check(t.clip > 0, f"clip must be > 0, got {t.clip}")
         _check(0 <= t.label_smoothing < 1, f"label_smoothing must be in [0, 1), got {t.label_smoothing}")
         _check(t.valid_every >= 0, f"valid_every must be >= 0, got {t.valid_every}")
+        _check(t.patience >= 0, f"patience must be >= 0, got {t.patience}")
         _check(t.threads >= 0, f"threads must be >= 0, got {t.threads}")
 
 

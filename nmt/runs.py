@@ -13,7 +13,8 @@ import sentencepiece
 import torch
 
 from nmt import __version__
-from nmt.config import RunConfig, save_config
+from nmt import checkpoint
+from nmt.config import RunConfig, read_run_config, save_config
 from nmt.devices import describe, pick_device, set_threads
 from nmt.errors import NmtError
 from nmt.fileio import atomic_write_text
@@ -60,6 +61,36 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
     log.info("run %s: %d parameters, vocabulary %d", run_dir, count_parameters(model),
              data.tokenizer.vocab_size)
     trainer = Trainer(config, model, data, run_dir, device)
+    start = time.time()
+    state = trainer.run()
+    write_summary(run_dir, config, data, trainer, device, time.time() - start)
+    return state
+
+
+BUDGET_KEYS = ("epochs", "max_steps", "max_minutes")
+
+
+def resume_run(run_dir: Path, budget: dict[str, float | int], strict: bool = False) -> TrainState:
+    """Continue a run from last.safetensors: weights, optimiser, RNG, data order and budget.
+
+    ``budget`` may change epochs/max_steps/max_minutes, which count from the run's start.
+    """
+    if not (run_dir / "config.yaml").is_file():
+        raise NmtError(f"--resume {run_dir}: not a run directory (no config.yaml)")
+    config = read_run_config(run_dir / "config.yaml")
+    config = config.replace(**budget)
+    device = pick_device(config.train.device)
+    set_threads(config.train.threads)
+    path = run_dir / "last.safetensors"
+    tensors, meta = checkpoint.read(path)
+    data = prepare_run_data(config.data, run_dir, strict, new_run=False)
+    model = build_model(config.model, PAD_ID)
+    checkpoint.load_model_weights(model, tensors, path)
+    state = TrainState(**checkpoint.train_state(meta))
+    trainer = Trainer(config, model.to(device), data, run_dir, device, state)
+    checkpoint.load_optimizer(trainer.optimizer, tensors, meta)
+    torch.set_rng_state(tensors["rng.torch"])
+    save_config(config, run_dir / "config.yaml")
     start = time.time()
     state = trainer.run()
     write_summary(run_dir, config, data, trainer, device, time.time() - start)

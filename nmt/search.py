@@ -62,3 +62,103 @@ def _collect(rows: list[list[int]], weights: torch.Tensor, scores: list[float],
         pieces = row[:n - 1] if row[n - 1] == EOS_ID else row[:n]
         hyps.append(Hypothesis(pieces, score, attn[:n, :n_src].float().cpu()))
     return hyps
+
+
+DEFAULT_LENGTH_PENALTY = 1.0
+
+
+def gnmt_length_penalty(length: int, alpha: float) -> float:
+    """Wu et al. (2016), eq. (14): lp(Y) = ((5 + |Y|) / 6) ** alpha; alpha 0 disables it."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+@torch.inference_mode()
+def beam_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor, max_len: torch.Tensor,
+                beam: int, length_penalty: float = 0.0, nbest: int = 1) -> list[list[Hypothesis]]:
+    """Batched beam search: sentences x beams form one batch; finished sentences leave it.
+
+    Follows fairseq's rule: of the 2*beam best candidates, EOS candidates among the top
+    ``beam`` are finished and the best ``beam`` others go on, so ``beam=1`` is greedy search.
+    A sentence is done once it has ``beam`` finished hypotheses or reaches its length budget
+    (then its top candidates are finished as they stand, like greedy's cut-off).
+
+    :param max_len: most pieces per sentence (EOS included), shape (batch,)
+    :return: per sentence, its ``nbest`` hypotheses, best first, scored by
+        log-probability / GNMT length penalty
+    """
+    assert 1 <= nbest <= beam
+    search = _Beams(model, src, src_len, max_len.to(src.device), beam, length_penalty)
+    for step in range(int(max_len.max())):
+        if not search.advance(step):
+            break
+    return [sorted(hyps, key=lambda h: -h.score)[:nbest] for hyps in search.finished]
+
+
+class _Beams:
+    """The state of a batched beam search; rows are (active sentence, beam) pairs."""
+
+    def __init__(self, model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
+                 max_len: torch.Tensor, beam: int, alpha: float) -> None:
+        batch, device = src.size(0), src.device
+        self.model, self.k, self.alpha = model, beam, alpha
+        self.src_len = src_len.tolist()
+        self.state = model.encode(src, src_len).select(
+            torch.arange(batch, device=device).repeat_interleave(beam))
+        self.active = list(range(batch))  # original index of each active sentence
+        self.max_len = max_len
+        self.scores = torch.full((batch, beam), float("-inf"), device=device)
+        self.scores[:, 0] = 0.0  # all beams start identical: expand only the first
+        self.prev = torch.full((batch * beam,), BOS_ID, dtype=torch.long, device=device)
+        self.tokens = torch.zeros(batch * beam, 0, dtype=torch.long, device=device)
+        self.attn = torch.zeros(batch * beam, 0, src.size(1), device=device)
+        self.finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+
+    def advance(self, step: int) -> bool:
+        """Expand every beam by one piece; returns whether any sentence is still searching."""
+        n, k = len(self.active), self.k
+        output, self.state, attn = self.model.decoder.step(self.prev, self.state)
+        log_probs = torch.log_softmax(self.model.generator(output).float(), dim=-1)
+        vocab = log_probs.size(-1)
+        cand = (self.scores.view(n * k, 1) + log_probs).view(n, k * vocab)
+        top_scores, top = cand.topk(2 * k, dim=1)  # (n, 2k), best first
+        origin, token = top // vocab, top % vocab
+        rows = torch.arange(n, device=cand.device).unsqueeze(1) * k + origin  # (n, 2k)
+        is_eos = token == EOS_ID
+        last = (step + 1 >= self.max_len).unsqueeze(1)  # (n, 1)
+        in_top_k = torch.arange(2 * k, device=cand.device) < k
+        self._finish((is_eos | last) & in_top_k, top_scores, rows, token, attn, step)
+        # The first k non-EOS candidates go on (there are at least k of the 2k).
+        go_on = torch.argsort(is_eos.int(), dim=1, stable=True)[:, :k]  # (n, k)
+        keep_rows = rows.gather(1, go_on).view(-1)
+        self.scores = top_scores.gather(1, go_on)
+        self.prev = token.gather(1, go_on).view(-1)
+        self.state = self.state.select(keep_rows)
+        self.tokens = torch.cat([self.tokens[keep_rows], self.prev.unsqueeze(1)], dim=1)
+        self.attn = torch.cat([self.attn[keep_rows], attn[keep_rows].unsqueeze(1)], dim=1)
+        return self._drop_done(last.squeeze(1))
+
+    def _finish(self, mask: torch.Tensor, scores: torch.Tensor, rows: torch.Tensor,
+                token: torch.Tensor, attn: torch.Tensor, step: int) -> None:
+        for i, j in mask.nonzero().tolist():
+            b, row = self.active[i], int(rows[i, j])
+            pieces = self.tokens[row].tolist()
+            if int(token[i, j]) != EOS_ID:
+                pieces.append(int(token[i, j]))
+            weights = torch.cat([self.attn[row], attn[row].unsqueeze(0)])[:, :self.src_len[b]]
+            score = float(scores[i, j]) / gnmt_length_penalty(step + 1, self.alpha)
+            self.finished[b].append(Hypothesis(pieces, score, weights.float().cpu()))
+
+    def _drop_done(self, last: torch.Tensor) -> bool:
+        done = [bool(last[i]) or len(self.finished[b]) >= self.k for i, b in enumerate(self.active)]
+        if not any(done):
+            return True
+        keep = [i for i, d in enumerate(done) if not d]
+        self.active = [self.active[i] for i in keep]
+        if not keep:
+            return False
+        idx = torch.tensor(keep, device=self.scores.device)
+        rows = (idx.unsqueeze(1) * self.k + torch.arange(self.k, device=idx.device)).view(-1)
+        self.max_len, self.scores = self.max_len[idx], self.scores[idx]
+        self.prev, self.tokens, self.attn = self.prev[rows], self.tokens[rows], self.attn[rows]
+        self.state = self.state.select(rows)
+        return True

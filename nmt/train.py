@@ -26,6 +26,7 @@ from nmt.devices import describe
 from nmt.loss import masked_cross_entropy
 from nmt.metrics import bleu
 from nmt.model import Seq2Seq
+from nmt.plotting import plot_training_curve
 from nmt.prepare import RunData
 from nmt.progress import TrainProgress
 from nmt.translate import Translator
@@ -45,6 +46,8 @@ class TrainState:
     best_bleu: float = -1.0
     best_bleu_step: int = 0
     best_loss: float = math.inf
+    stale_validations: int = 0  # scheduled validations since BLEU last improved
+    best_scheduled_bleu: float = -1.0  # patience compares scheduled validations only
     target_tokens: int = 0
     sentences: int = 0
 
@@ -58,7 +61,9 @@ class Trainer:
         self.model, self.data, self.run_dir, self.device = model, data, run_dir, device
         self.state = state or TrainState()
         self.optimizer = torch.optim.Adam(model.parameters(), lr=self.t.lr)
-        self.stop_signal: str | None = None
+        self.stop_reason: str | None = None  # set by a signal, a bad loss or early stopping
+        self.last_valid_step = self.state.step
+        self.loss_since_valid: list[float] = []
         self.valid = data.split.valid
         self.valid_src = data.tokenizer.encode([s for s, _ in self.valid])
         self.valid_tgt = data.tokenizer.encode([t for _, t in self.valid])
@@ -75,16 +80,23 @@ class Trainer:
         return bucket_batches(src_lens, tgt_lens, self.t.batch_size, self.t.batch_tokens, rng)
 
     def train_step(self, batch: Batch) -> float:
-        """One optimiser step on the mean loss per real target token; returns that loss."""
+        """One optimiser step on the mean loss per real target token; returns that loss.
+
+        A non-finite loss takes no step, so the weights stay the last good ones.
+        """
         batch = batch.to(self.device, non_blocking=True)
         outputs, _ = self.model(batch.src, batch.src_len, batch.tgt_in)
         loss = masked_cross_entropy(self.model.generator, outputs, batch.tgt_out, batch.tgt_mask,
                                     self.t.label_smoothing) / batch.n_tokens
+        value = loss.item()
+        if not math.isfinite(value):
+            self.stop_reason = f"non-finite loss ({value}) at step {self.state.step + 1}"
+            return value
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
         self.optimizer.step()
-        return loss.item()
+        return value
 
     def budget_left(self) -> bool:
         t, s = self.t, self.state
@@ -97,55 +109,51 @@ class Trainer:
         return min(total, self.t.max_steps) if self.t.max_steps is not None else total
 
     def run(self) -> TrainState:
-        """Train until a budget or a stop signal; returns the final state."""
-        log.info("training on %s", describe(self.device))
+        """Train until a budget, early stopping, a bad loss or a stop signal; returns the state."""
+        log.info("training on %s from step %d", describe(self.device), self.state.step)
         self.model.train()
         steps_per_epoch = len(self.batches_of_epoch(0))
-        last_valid_step = self.state.step if self.state.step else -1
         with _stop_signals(self), TrainProgress(self.total_steps(steps_per_epoch),
                                                 self.t.max_minutes) as progress:
             progress.update(self.state)
-            while self.budget_left() and not self.stop_signal:
-                if self._run_epoch(progress):
-                    last_valid_step = self.state.step
-        if self.stop_signal:
-            log.warning("%s received: saving the last checkpoint at step %d", self.stop_signal,
+            while self.budget_left() and not self.stop_reason:
+                self._run_epoch(progress)
+        if self.stop_reason:
+            log.warning("stopping: %s; the last checkpoint is step %d", self.stop_reason,
                         self.state.step)
-        elif last_valid_step != self.state.step:
-            self.validate()
+        elif self.last_valid_step != self.state.step:
+            self.validate(scheduled=False)
         self.save_last()
         return self.state
 
-    def _run_epoch(self, progress: TrainProgress) -> bool:
-        """Train the rest of the current epoch; returns whether it ended with a validation."""
+    def _run_epoch(self, progress: TrainProgress) -> None:
+        """Train the rest of the current epoch, validating on schedule."""
         s, batches = self.state, self.batches_of_epoch(self.state.epoch)
-        validated = False
         while s.batch_in_epoch < len(batches):
             start = time.monotonic()
             index = batches[s.batch_in_epoch]
             batch = make_batch([self.data.train_src[i] for i in index],
                                [self.data.train_tgt[i] for i in index])
             loss = self.train_step(batch)
+            if self.stop_reason:
+                return
+            self.loss_since_valid.append(loss)
             s.step, s.batch_in_epoch = s.step + 1, s.batch_in_epoch + 1
             s.target_tokens, s.sentences = s.target_tokens + batch.n_tokens, s.sentences + len(index)
             took = time.monotonic() - start
             s.elapsed, s.step_seconds = s.elapsed + took, s.step_seconds + took
             progress.step(s, loss, batch.n_tokens, len(index))
-            validated = False
             if self.t.valid_every and s.step % self.t.valid_every == 0:
                 self._timed_validate(progress)
-                validated = True
-            if not self.budget_left() or self.stop_signal:
-                return validated
+            if not self.budget_left() or self.stop_reason:
+                return
         s.epoch, s.batch_in_epoch = s.epoch + 1, 0
         if not self.t.valid_every:
             self._timed_validate(progress)
-            validated = True
-        return validated
 
     def _timed_validate(self, progress: TrainProgress) -> None:
         start = time.monotonic()
-        self.validate()
+        self.validate(scheduled=True)
         self.state.elapsed += time.monotonic() - start
         progress.update(self.state)
 
@@ -163,33 +171,57 @@ class Trainer:
         self.model.train()
         return total / max(tokens, 1)
 
-    def validate(self) -> dict[str, float]:
-        """Validation loss and greedy BLEU; keeps the best weights, decays lr on a plateau."""
+    def validate(self, scheduled: bool) -> dict[str, float]:
+        """Validation loss and greedy BLEU; keeps the best weights.
+
+        Only scheduled validations decay the learning rate and count towards patience, so
+        the extra one at the end of a budget leaves a resumed run on the same course.
+        """
+        s = self.state
+        self.last_valid_step = s.step
         if not self.valid:  # nothing to select on: the newest weights are the best we know
-            checkpoint.save(self.run_dir / "best.safetensors", self.model, state={"step": self.state.step})
+            checkpoint.save(self.run_dir / "best.safetensors", self.model, state={"step": s.step})
             self.save_last()
             return {}
-        s = self.state
         loss = self.valid_loss()
         subset = self.valid[:self.t.valid_bleu_size]
         hyps = Translator(self.model, self.data.tokenizer, self.device).translate(
             [src for src, _ in subset], batch_size=128)
         score = bleu(hyps, [tgt for _, tgt in subset]).score
-        record = {"step": s.step, "epoch": s.epoch, "valid_loss": round(loss, 4),
-                  "valid_ppl": round(math.exp(min(loss, 50)), 2), "valid_bleu": round(score, 2),
-                  "lr": self.lr, "elapsed_s": round(s.elapsed, 1),
+        train_loss = sum(self.loss_since_valid) / max(len(self.loss_since_valid), 1)
+        self.loss_since_valid = []
+        record = {"step": s.step, "epoch": s.epoch, "train_loss": round(train_loss, 4),
+                  "valid_loss": round(loss, 4), "valid_ppl": round(math.exp(min(loss, 50)), 2),
+                  "valid_bleu": round(score, 2), "lr": self.lr, "elapsed_s": round(s.elapsed, 1),
                   "train_tokens_per_s": round(s.target_tokens / max(s.step_seconds, 1e-9), 1)}
         log.info("step %d  valid loss %.3f  ppl %.2f  BLEU %.2f  lr %.2g", s.step, loss,
                  record["valid_ppl"], score, self.lr)
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        if loss >= s.best_loss and self.t.lr_decay < 1:
-            for group in self.optimizer.param_groups:
-                group["lr"] *= self.t.lr_decay
+        self._log_metrics(record)
+        if scheduled:
+            self._schedule(loss, score)
         s.best_loss = min(s.best_loss, loss)
         self.save_best_if(score)
         self.save_last()
         return record
+
+    def _schedule(self, loss: float, score: float) -> None:
+        """Decay the lr when validation loss stalls; stop early when BLEU stalls too long."""
+        s = self.state
+        if loss >= s.best_loss and self.t.lr_decay < 1:
+            for group in self.optimizer.param_groups:
+                group["lr"] *= self.t.lr_decay
+        s.stale_validations = 0 if score > s.best_scheduled_bleu else s.stale_validations + 1
+        s.best_scheduled_bleu = max(s.best_scheduled_bleu, score)
+        if self.t.patience and s.stale_validations >= self.t.patience:
+            self.stop_reason = (f"early stopping: validation BLEU has not improved for "
+                                f"{s.stale_validations} validations")
+
+    def _log_metrics(self, record: dict) -> None:
+        """Append to metrics.jsonl and redraw curve.png from all records so far."""
+        path = self.run_dir / "metrics.jsonl"
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        plot_training_curve(read_metrics(path), self.run_dir / "curve.png")
 
     def save_best_if(self, score: float) -> None:
         s = self.state
@@ -203,11 +235,22 @@ class Trainer:
                         dataclasses.asdict(self.state))
 
 
+def read_metrics(path: Path) -> list[dict]:
+    """The validation records of a run; a line cut short by a crash is ignored."""
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
 @contextmanager
 def _stop_signals(trainer: Trainer) -> Iterator[None]:
     """SIGINT/SIGTERM ask the loop to stop after the current step (and save)."""
     def handler(signum: int, _frame: object) -> None:
-        trainer.stop_signal = signal.Signals(signum).name
+        trainer.stop_reason = f"{signal.Signals(signum).name} received"
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -77,8 +77,62 @@ def test_user_errors_are_one_clear_line(tmp_path, args, message):
     assert "Traceback" not in result.stderr
 
 
+def test_eval_scores_the_runs_test_split_and_files(memorised_run, tmp_path):
+    import json
+    run, train_pairs = memorised_run
+    result = nmt("eval", "--checkpoint", str(run), "--bleu", "--chrf", "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert set(report["scores"]) == {"bleu", "chrf"}
+    assert report["scores"]["bleu"]["signature"].startswith("nrefs:1|")
+    # a memorised training pair (long enough for 4-grams) against itself scores 100
+    src, tgt = max(train_pairs, key=lambda p: len(p[1].split()))
+    (tmp_path / "src").write_text(src + "\n")
+    (tmp_path / "ref").write_text(tgt + "\n")
+    result = nmt("eval", "--checkpoint", str(run), "--src", str(tmp_path / "src"), "--ref",
+                 str(tmp_path / "ref"), "--beam", "3", "--hyp-out", str(tmp_path / "hyp"))
+    assert result.returncode == 0, result.stderr
+    assert "100.00" in result.stdout and "nrefs:1" in result.stdout
+    assert (tmp_path / "hyp").read_text() == tgt + "\n"
+    (tmp_path / "ref").write_text("a\nb\n")
+    result = nmt("eval", "--checkpoint", str(run), "--src", str(tmp_path / "src"), "--ref", str(tmp_path / "ref"))
+    assert result.returncode == 1 and "2 lines" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_nbest_and_json_output(memorised_run):
+    import json
+    run, train_pairs = memorised_run
+    result = nmt("translate", "--checkpoint", str(run), "--beam", "4", "--nbest", "3",
+                 train_pairs[0][0], train_pairs[1][0])
+    assert result.returncode == 0, result.stderr
+    rows = [line.split("\t") for line in result.stdout.splitlines()]
+    assert [r[0] for r in rows] == ["0"] * 3 + ["1"] * 3
+    assert rows[0][2] == train_pairs[0][1]
+    scores = [float(r[1]) for r in rows[:3]]
+    assert scores == sorted(scores, reverse=True) and len({r[2] for r in rows[:3]}) == 3
+    result = nmt("translate", "--checkpoint", str(run), "--json", "--beam", "2", train_pairs[0][0], "")
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert objects[0]["translation"] == train_pairs[0][1] and objects[1]["translation"] == ""
+
+
+def test_attn_plot_and_info(memorised_run, tmp_path):
+    import json
+    from PIL import Image
+    run, train_pairs = memorised_run
+    out = tmp_path / "attn.png"
+    result = nmt("attn-plot", "--checkpoint", str(run), train_pairs[0][0], train_pairs[1][0],
+                 "-o", str(out), "--show", "--beam", "2")
+    assert result.returncode == 0, result.stderr
+    assert Image.open(out).format == "PNG"
+    assert "▁" in result.stdout  # the terminal rendering shows the pieces
+    result = nmt("info", "--checkpoint", str(run), "--json")
+    card = json.loads(result.stdout)
+    assert card["parameters"] > 0 and card["sizes"]["hidden"] == 64
+    assert (run / "curve.png").exists()
+
+
 def test_version_and_help():
     assert nmt("--version").stdout.startswith("nmt ")
-    for command in ("train", "translate"):
+    for command in ("train", "translate", "eval", "attn-plot", "info"):
         result = nmt(command, "--help")
         assert result.returncode == 0 and "Example" in result.stdout

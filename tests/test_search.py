@@ -1,7 +1,7 @@
 import torch
 
 from nmt.batching import make_batch
-from nmt.search import greedy_search, max_output_lengths
+from nmt.search import beam_search, greedy_search, max_output_lengths
 from nmt.tokenizer import BOS_ID, EOS_ID
 
 from conftest import tiny_model
@@ -32,3 +32,72 @@ def test_length_budget_is_respected_per_sentence():
 
 def test_max_output_lengths():
     assert max_output_lengths(torch.tensor([1, 10, 100]), 2.0, 5, cap=50).tolist() == [7, 25, 50]
+
+
+def _sequence_log_prob(model, src_ids, tokens, ended):
+    """Log-probability of ``tokens`` (+ EOS when ``ended``) under teacher forcing."""
+    from nmt.tokenizer import BOS_ID
+    batch = make_batch([src_ids])
+    state = model.encode(batch.src, batch.src_len)
+    total, prev = 0.0, BOS_ID
+    for tok in tokens + ([EOS_ID] if ended else []):
+        out, state, _ = model.decoder.step(torch.tensor([prev]), state)
+        total += float(torch.log_softmax(model.generator(out), -1)[0, tok].detach())
+        prev = tok
+    return total
+
+
+SOURCES = [[5, 6, 7, 8], [9], [10, 11, 12, 13, 14, 15, 16], [17, 5]]
+
+
+def test_beam_one_equals_greedy():
+    for seed in range(3):
+        model = tiny_model(vocab=30, seed=seed)
+        batch = make_batch(SOURCES)
+        budget = max_output_lengths(batch.src_len, 2.0, 3, cap=40)
+        greedy = greedy_search(model, batch.src, batch.src_len, budget)
+        beam = beam_search(model, batch.src, batch.src_len, budget, beam=1, length_penalty=0.6)
+        for g, (b,) in zip(greedy, beam):
+            assert b.tokens == g.tokens
+            torch.testing.assert_close(b.attention, g.attention)
+
+
+def test_nbest_is_sorted_distinct_and_scores_are_true_log_probs():
+    model = tiny_model(vocab=30, seed=1)
+    batch = make_batch(SOURCES)
+    budget = max_output_lengths(batch.src_len, 2.0, 3, cap=40)
+    results = beam_search(model, batch.src, batch.src_len, budget, beam=4, nbest=4)
+    for src, hyps in zip(SOURCES, results):
+        assert len(hyps) == 4
+        assert len({tuple(h.tokens) for h in hyps}) == 4
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        for h in hyps:
+            ended = h.attention.size(0) == len(h.tokens) + 1
+            assert abs(h.score - _sequence_log_prob(model, src, h.tokens, ended)) < 1e-3
+            assert h.attention.shape[1] == len(src) + 1
+
+
+def test_batched_beam_search_equals_one_sentence_at_a_time():
+    """Sentences finish at different steps and leave the batch; the others must not notice."""
+    model = tiny_model(vocab=30, seed=2)
+    batch = make_batch(SOURCES)
+    budget = max_output_lengths(batch.src_len, 2.0, 3, cap=40)
+    together = beam_search(model, batch.src, batch.src_len, budget, beam=3, length_penalty=1.0, nbest=3)
+    for i, src in enumerate(SOURCES):
+        single = make_batch([src])
+        alone = beam_search(model, single.src, single.src_len, budget[i:i + 1], beam=3,
+                            length_penalty=1.0, nbest=3)[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in together[i]]
+        for a, b in zip(alone, together[i]):
+            assert abs(a.score - b.score) < 1e-4
+
+
+def test_beam_search_finds_at_least_the_greedy_score():
+    model = tiny_model(vocab=30, seed=5)
+    batch = make_batch(SOURCES)
+    budget = torch.full((len(SOURCES),), 60)
+    greedy = greedy_search(model, batch.src, batch.src_len, budget)
+    beams = beam_search(model, batch.src, batch.src_len, budget, beam=5, length_penalty=0.0)
+    for g, (b,) in zip(greedy, beams):
+        if g.attention.size(0) == len(g.tokens) + 1:  # greedy ended with EOS
+            assert b.score >= g.score - 1e-4

@@ -46,3 +46,16 @@ def test_held_out_sources_never_occur_in_training(tmp_path, corpus_file):
             for line in (tmp_path / "run" / name).read_text().splitlines()}
     train = {line.split("\t")[0] for line in corpus_file.read_text().splitlines()} - held
     assert held and train and not held & train
+
+
+def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, corpus_file):
+    from nmt.runs import resume_run
+    full = _config(corpus_file, max_steps=14, valid_every=4, dropout=0.3, lr_decay=0.5)
+    train_new_run(full, tmp_path / "full")
+    train_new_run(full.replace(max_steps=6), tmp_path / "part")
+    resume_run(tmp_path / "part", {"max_steps": 14})
+    a = load_file(tmp_path / "full" / "last.safetensors")
+    b = load_file(tmp_path / "part" / "last.safetensors")
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key

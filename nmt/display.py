@@ -1,0 +1,31 @@
+"""Terminal renderings with rich: attention as shaded cells, score tables, model cards."""
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+
+from nmt.plotting import AttentionPanel
+
+_SHADES = " ░▒▓█"
+
+
+def attention_table(panel: AttentionPanel) -> Table:
+    """Rows are generated pieces, columns source pieces; darker cells mean more weight."""
+    table = Table(title=panel.title, show_lines=False, pad_edge=False, box=None)
+    table.add_column("")
+    for token in panel.src_tokens:
+        table.add_column(token, justify="center", no_wrap=True)
+    for row, token in zip(panel.weights.tolist(), panel.tgt_tokens):
+        cells = [Text(_SHADES[min(int(w * len(_SHADES)), len(_SHADES) - 1)] * 2,
+                      style=f"rgb({int(255 * w)},{int(255 * w)},{int(80 + 175 * w)})") for w in row]
+        table.add_row(token, *cells)
+    return table
+
+
+def key_value_table(title: str, rows: list[tuple[str, str]]) -> Table:
+    table = Table(title=title, show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for key, value in rows:
+        table.add_row(key, value)
+    return table

@@ -1,0 +1,60 @@
+"""Scoring a model on a test set: the run's own held-out split or any source/reference files."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt.corpus import read_text_lines
+from nmt.errors import NmtError
+from nmt.metrics import Score, corpus_score
+from nmt.prepare import read_pairs
+from nmt.translate import Translator
+
+
+@dataclass
+class TestSet:
+    """Raw sources and one or more reference streams (None: no such reference for that line)."""
+
+    name: str
+    sources: list[str]
+    refs: list[list[str | None]]
+
+
+def run_test_set(run_dir: Path) -> TestSet:
+    """The run's held-out test split: one segment per pair, its own target the reference."""
+    path = run_dir / "test.tsv"
+    if not path.exists():
+        raise NmtError(f"{path}: missing; pass --src and --ref to score other files")
+    pairs = read_pairs(path)
+    return TestSet(str(path), [s for s, _ in pairs], [[t for _, t in pairs]])
+
+
+def _decode_lines(path: Path) -> list[str]:
+    lines = read_text_lines(path)
+    try:
+        return [line.decode("utf-8") for line in lines]
+    except UnicodeDecodeError as e:
+        raise NmtError(f"{path}: not valid UTF-8 ({e.reason})") from None
+
+
+def file_test_set(src: Path, refs: list[Path]) -> TestSet:
+    """Sources and references from aligned files; an empty reference line means 'no reference'."""
+    sources = _decode_lines(src)
+    streams: list[list[str | None]] = []
+    for ref in refs:
+        lines = _decode_lines(ref)
+        if len(lines) != len(sources):
+            raise NmtError(f"{ref} has {len(lines)} lines but {src} has {len(sources)}; "
+                           f"references must align with the source line by line")
+        streams.append([line if line.strip() else None for line in lines])
+    for i in range(len(sources)):
+        if all(stream[i] is None for stream in streams):
+            raise NmtError(f"line {i + 1}: no reference file has a translation for it")
+    return TestSet(str(src), sources, streams)
+
+
+def evaluate(translator: Translator, test: TestSet, metrics: list[str],
+             batch_size: int = 64) -> tuple[list[str], list[Score]]:
+    """Translate the sources and score the detokenised output against the raw references."""
+    hyps = translator.translate(test.sources, batch_size)
+    return hyps, [corpus_score(m, hyps, test.refs) for m in metrics]

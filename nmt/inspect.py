@@ -1,0 +1,58 @@
+"""Looking inside a run: attention panels of decoded sentences and the model card."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nmt.checkpoint import read, weights_file
+from nmt.errors import NmtError
+from nmt.plotting import AttentionPanel
+from nmt.train import read_metrics
+from nmt.translate import Translator
+
+
+def attention_panels(translator: Translator, lines: list[str]) -> list[AttentionPanel]:
+    """Decode each line and pair its attention with readable source and target pieces."""
+    if any(not line.strip() for line in lines):
+        raise NmtError("attn-plot needs non-empty sentences")
+    src_ids = translator.encode(lines)
+    panels = []
+    for line, ids, hyp in zip(lines, src_ids, translator.hypotheses(lines)):
+        pieces = translator.tokenizer.pieces
+        tgt = pieces(hyp.tokens) + (["</s>"] if hyp.attention.size(0) > len(hyp.tokens) else [])
+        text = translator.detokenize([hyp])[0]
+        panels.append(AttentionPanel(hyp.attention, pieces(ids) + ["</s>"], tgt, f"{line}\n→ {text}"))
+    return panels
+
+
+def model_card(run_dir: Path) -> dict[str, Any]:
+    """What a reader of a run wants to know, from its files alone."""
+    if not (run_dir / "config.yaml").is_file():
+        raise NmtError(f"{run_dir}: not a run directory (no config.yaml)")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    summary_path = run_dir / "run.json"
+    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
+    tensors, _ = read(weights_file(run_dir))
+    n_params = sum(t.numel() for k, t in tensors.items() if k.startswith("model."))
+    m = config["model"]
+    records = read_metrics(run_dir / "metrics.jsonl")
+    best = max(records, key=lambda r: r["valid_bleu"]) if records else {}
+    return {
+        "run": str(run_dir),
+        "architecture": (f"{m['layers']}-layer {'bi' if m['bidirectional'] else 'uni'}directional GRU "
+                         f"encoder, {m['layers']}-layer GRU decoder with Bahdanau attention"),
+        "sizes": {"embed": m["embed_size"], "hidden": m["hidden_size"], "dropout": m["dropout"]},
+        "parameters": n_params,
+        "vocabulary": f"joint SentencePiece unigram, {m['vocab']} pieces",
+        "corpus": summary.get("corpus", config["data"].get("corpus")),
+        "pairs": summary.get("pairs", "unknown (run unfinished)"),
+        "training": {"steps": summary.get("steps", records[-1]["step"] if records else 0),
+                     "seconds": summary.get("train_seconds"), "device": summary.get("device")},
+        "best validation BLEU": f"{best['valid_bleu']} at step {best['step']}" if best else "none yet",
+        "throughput": {"target pieces/s": summary.get("train_tokens_per_s"),
+                       "sentences/s": summary.get("train_sentences_per_s")},
+        "versions": summary.get("versions", {}),
+    }

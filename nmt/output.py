@@ -1,0 +1,50 @@
+"""Formatting results for people and for scripts: n-best lines, JSON lines, score tables."""
+from __future__ import annotations
+
+import json
+
+from rich.table import Table
+
+from nmt.metrics import Score
+from nmt.search import Hypothesis
+
+
+def format_nbest(results: list[list[Hypothesis]], texts: list[list[str]]) -> list[str]:
+    """``index<TAB>score<TAB>translation`` lines, best first; an empty input gives one empty entry."""
+    lines = []
+    for index, (hyps, strings) in enumerate(zip(results, texts)):
+        if not hyps:
+            lines.append(f"{index}\t0.0000\t")
+        lines.extend(f"{index}\t{h.score:.4f}\t{t}" for h, t in zip(hyps, strings))
+    return lines
+
+
+def format_json(sources: list[str], results: list[list[Hypothesis]], texts: list[list[str]],
+                with_nbest: bool) -> list[str]:
+    """One JSON object per input line: source, best translation and score (and the n-best list)."""
+    lines = []
+    for index, (src, hyps, strings) in enumerate(zip(sources, results, texts)):
+        record = {"index": index, "source": src, "translation": strings[0] if strings else "",
+                  "score": round(hyps[0].score, 4) if hyps else 0.0}
+        if with_nbest:
+            record["nbest"] = [{"translation": t, "score": round(h.score, 4)}
+                               for h, t in zip(hyps, strings)]
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return lines
+
+
+def score_json(info: dict, scores: list[Score]) -> str:
+    return json.dumps({**info, "scores": {s.name: {"score": round(s.score, 2), "signature": s.signature,
+                                                   "text": s.text} for s in scores}}, indent=2)
+
+
+def score_table(info: dict, scores: list[Score]) -> Table:
+    decoding = "greedy" if info["beam"] == 1 else f"beam {info['beam']}, alpha {info['length_penalty']}"
+    table = Table(title=f"{info['test_set']}: {info['sentences']} sentences, {info['references']} "
+                        f"reference stream(s), {decoding}")
+    table.add_column("metric")
+    table.add_column("score", justify="right")
+    table.add_column("sacrebleu signature / details")
+    for s in scores:
+        table.add_row(s.name.upper(), f"{s.score:.2f}", f"{s.signature}\n{s.text}")
+    return table

@@ -1,0 +1,26 @@
+import pytest
+
+from nmt.errors import NmtError
+from nmt.evaluate import file_test_set
+
+
+def test_empty_reference_lines_become_none(tmp_path):
+    (tmp_path / "src").write_text("a\nb\n")
+    (tmp_path / "ref1").write_text("A\nB\n")
+    (tmp_path / "ref2").write_text("AA\n\n")
+    test = file_test_set(tmp_path / "src", [tmp_path / "ref1", tmp_path / "ref2"])
+    assert test.refs == [["A", "B"], ["AA", None]]
+
+
+def test_line_count_mismatch_is_a_clear_error(tmp_path):
+    (tmp_path / "src").write_text("a\nb\nc\n")
+    (tmp_path / "ref").write_text("A\nB\n")
+    with pytest.raises(NmtError, match="ref has 2 lines but .*src has 3"):
+        file_test_set(tmp_path / "src", [tmp_path / "ref"])
+
+
+def test_a_line_without_any_reference_is_an_error(tmp_path):
+    (tmp_path / "src").write_text("a\nb\n")
+    (tmp_path / "ref").write_text("A\n\n")
+    with pytest.raises(NmtError, match="line 2"):
+        file_test_set(tmp_path / "src", [tmp_path / "ref"])
