@@ -5,7 +5,7 @@ import logging
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any, Iterable, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -47,6 +47,9 @@ def _user_errors() -> Iterator[None]:
     except NmtError as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=1) from None
+    except KeyboardInterrupt:  # outside the training loop, which saves and exits cleanly itself
+        err.print("[bold red]interrupted[/]", highlight=False)
+        raise typer.Exit(code=130) from None
 
 
 def _h(key: str, text: str) -> str:
@@ -156,17 +159,27 @@ def _stdin_lines() -> list[bytes]:
     return split_lines(sys.stdin.buffer.read())
 
 
-def _write_output(lines: list[str], output: Path | None) -> None:
+def _write_output(lines: Iterable[str], output: Path | None) -> None:
+    """Write lines to stdout as they come, or atomically to ``output`` once all are done."""
     if output is None:
-        sys.stdout.write("".join(line + "\n" for line in lines))
+        for line in lines:
+            sys.stdout.write(line + "\n")
         return
-    from nmt.fileio import atomic_write_lines
+    from nmt.fileio import atomic_path
     if output.is_dir():
         raise NmtError(f"--output {output}: is a directory")
     try:
-        atomic_write_lines(output, lines)
+        with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(line + "\n")
     except OSError as e:
-        raise NmtError(f"--output {output}: cannot write ({e.strerror})") from None
+        raise NmtError(f"--output {output}: cannot write ({e.strerror or e})") from None
+
+
+def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
+    """Large inputs are decoded chunk by chunk so memory stays bounded."""
+    for start in range(0, len(lines), size):
+        yield lines[start:start + size]
 
 
 def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
@@ -209,8 +222,6 @@ def translate(
     device: DeviceOpt = "auto",
 ) -> None:
     """Translate sentences with a trained run: one output line per input line, in order."""
-    from nmt.output import format_nbest, format_json
-
     with _user_errors():
         if text and input is not None:
             raise NmtError("give TEXT arguments or --input FILE, not both")
@@ -220,14 +231,20 @@ def translate(
             raise NmtError(f"--nbest must be between 1 and --beam ({beam}), got {nbest}")
         lines = list(text) if text else _read_input_lines(input)
         translator = _load_translator(checkpoint, device, beam, length_penalty)
-        if nbest is None and not json_out:
-            _write_output(translator.translate(lines, batch_size), output)
-            return
-        results = translator.nbest(lines, nbest or 1, batch_size)
-        texts = [translator.detokenize(hyps) for hyps in results]
-        out = (format_json(lines, results, texts, nbest is not None) if json_out
-               else format_nbest(results, texts))
-        _write_output(out, output)
+        _write_output((line for chunk in _chunks(lines)
+                       for line in _format(translator, chunk, nbest, json_out, batch_size)), output)
+
+
+def _format(translator: Any, lines: list[str], nbest: int | None, json_out: bool,
+            batch_size: int) -> list[str]:
+    from nmt.output import format_json, format_nbest
+
+    if nbest is None and not json_out:
+        return translator.translate(lines, batch_size)
+    results = translator.nbest(lines, nbest or 1, batch_size)
+    texts = [translator.detokenize(hyps) for hyps in results]
+    return (format_json(lines, results, texts, nbest is not None) if json_out
+            else format_nbest(results, texts))
 
 
 @app.command(name="eval", epilog="Example: nmt eval --bleu --chrf --beam 5   or   "

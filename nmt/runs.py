@@ -5,8 +5,10 @@ import json
 import logging
 import platform
 import time
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Iterator
 
 import sacrebleu
 import sentencepiece
@@ -36,26 +38,36 @@ def new_run_dir(root: Path = Path("checkpoints")) -> Path:
     return path
 
 
-def _make_run_dir(run_dir: Path) -> None:
+@contextmanager
+def _new_run_dir(run_dir: Path) -> Iterator[None]:
+    """Create ``run_dir`` for the set-up inside; if the set-up fails, leave nothing behind."""
     if run_dir.exists() and not run_dir.is_dir():
         raise NmtError(f"--run-dir {run_dir}: exists and is not a directory")
-    if run_dir.is_dir() and (run_dir / "config.yaml").exists():
-        raise NmtError(f"--run-dir {run_dir}: already holds a run; choose another directory")
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        raise NmtError(f"--run-dir {run_dir}: exists and is not empty; choose another directory")
+    created = not run_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise NmtError(f"--run-dir {run_dir}: cannot create ({e.strerror})") from None
+    try:
+        yield
+    except BaseException:
+        for path in run_dir.iterdir():
+            path.unlink()
+        if created:
+            run_dir.rmdir()
+        raise
 
 
 def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> TrainState:
     """Create ``run_dir``, prepare the data, build a seeded model and train it."""
-    _make_run_dir(run_dir)
     device = pick_device(config.train.device)
     set_threads(config.train.threads)
-    torch.manual_seed(config.train.seed)
-    data = prepare_run_data(config.data, run_dir, strict)
-    config = config.replace(vocab=data.tokenizer.vocab_size)
-    save_config(config, run_dir / "config.yaml")
+    with _new_run_dir(run_dir):
+        data = prepare_run_data(config.data, run_dir, strict)
+        config = config.replace(vocab=data.tokenizer.vocab_size)
+        save_config(config, run_dir / "config.yaml")
     torch.manual_seed(config.train.seed)
     model = build_model(config.model, PAD_ID).to(device)
     log.info("run %s: %d parameters, vocabulary %d", run_dir, count_parameters(model),

@@ -59,3 +59,26 @@ def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, corpu
     assert a.keys() == b.keys()
     for key in a:
         assert torch.equal(a[key], b[key]), key
+
+
+def test_non_finite_loss_stops_without_touching_the_weights(tmp_path, corpus_file):
+    from nmt import checkpoint
+    from nmt.runs import resume_run
+    train_new_run(_config(corpus_file, max_steps=4), tmp_path / "run")
+    before = load_file(tmp_path / "run" / "last.safetensors")
+    tensors, meta = checkpoint.read(tmp_path / "run" / "last.safetensors")
+    tensors["model.generator.proj.bias"][:] = float("nan")  # poison the loss
+    from safetensors.torch import save_file
+    save_file(tensors, str(tmp_path / "run" / "last.safetensors"), metadata=meta)
+    state = resume_run(tmp_path / "run", {"max_steps": 8})
+    assert state.step == 4
+    after = load_file(tmp_path / "run" / "last.safetensors")
+    assert torch.equal(before["model.encoder.rnn.weight_hh_l0"], after["model.encoder.rnn.weight_hh_l0"])
+    assert (tmp_path / "run" / "best.safetensors").exists()
+
+
+def test_patience_stops_when_bleu_stalls(tmp_path, corpus_file):
+    # lr so small that BLEU stays at its first value: the second validation is already stale
+    state = train_new_run(_config(corpus_file, max_steps=40, valid_every=2, patience=1, lr=1e-9),
+                          tmp_path / "run")
+    assert state.step == 4
