@@ -29,8 +29,14 @@ class Batch:
         """Real target tokens, the loss normaliser."""
         return int(self.tgt_mask.sum()) if self.tgt_mask is not None else 0
 
-    def to(self, device: torch.device, non_blocking: bool = False) -> Batch:
-        move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)  # noqa: E731
+    def to(self, device: torch.device) -> Batch:
+        """Copy to ``device``; to CUDA through pinned memory without blocking the host."""
+        def move(t: torch.Tensor | None) -> torch.Tensor | None:
+            if t is None or t.device == device:
+                return t
+            if device.type == "cuda":
+                return t.pin_memory().to(device, non_blocking=True)
+            return t.to(device)
         return Batch(move(self.src), move(self.src_len), move(self.tgt_in), move(self.tgt_out),
                      move(self.tgt_mask))
 

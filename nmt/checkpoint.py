@@ -90,7 +90,17 @@ def latest_run(root: Path = Path("checkpoints")) -> Path:
     if not runs:
         raise NmtError(f"no trained run found in {root}/; train one with `nmt train` "
                        f"or pass --checkpoint RUN_DIR")
-    return max(runs, key=lambda p: max(f.stat().st_mtime for f in p.iterdir()))
+    return max(runs, key=_last_modified)
+
+
+def _last_modified(run_dir: Path) -> float:
+    times = []
+    for f in run_dir.iterdir():
+        try:
+            times.append(f.stat().st_mtime)
+        except FileNotFoundError:  # a temporary file renamed away by a running job
+            continue
+    return max(times, default=0.0)
 
 
 def weights_file(run_dir: Path) -> Path:

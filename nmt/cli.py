@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,6 +51,11 @@ def _user_errors() -> Iterator[None]:
     except KeyboardInterrupt:  # outside the training loop, which saves and exits cleanly itself
         err.print("[bold red]interrupted[/]", highlight=False)
         raise typer.Exit(code=130) from None
+
+
+def _at_least(flag: str, value: int, minimum: int = 1) -> None:
+    if value < minimum:
+        raise NmtError(f"{flag} must be >= {minimum}, got {value}")
 
 
 def _h(key: str, text: str) -> str:
@@ -162,8 +168,13 @@ def _stdin_lines() -> list[bytes]:
 def _write_output(lines: Iterable[str], output: Path | None) -> None:
     """Write lines to stdout as they come, or atomically to ``output`` once all are done."""
     if output is None:
-        for line in lines:
-            sys.stdout.write(line + "\n")
+        try:
+            for line in lines:
+                sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:  # the reader stopped early (`| head`): not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(code=0) from None
         return
     from nmt.fileio import atomic_path
     if output.is_dir():
@@ -188,8 +199,7 @@ def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
     from nmt.devices import pick_device, set_threads
     from nmt.translate import Translator
 
-    if beam < 1:
-        raise NmtError(f"--beam must be >= 1, got {beam}")
+    _at_least("--beam", beam)
     set_threads(0)
     dev = pick_device(device)
     run = checkpoint or latest_run()
@@ -225,8 +235,7 @@ def translate(
     with _user_errors():
         if text and input is not None:
             raise NmtError("give TEXT arguments or --input FILE, not both")
-        if batch_size < 1:
-            raise NmtError(f"--batch-size must be >= 1, got {batch_size}")
+        _at_least("--batch-size", batch_size)
         if nbest is not None and not 1 <= nbest <= beam:
             raise NmtError(f"--nbest must be between 1 and --beam ({beam}), got {nbest}")
         lines = list(text) if text else _read_input_lines(input)
@@ -272,6 +281,7 @@ def eval_(
     with _user_errors():
         if (src is None) != (not ref):
             raise NmtError("--src and --ref go together")
+        _at_least("--batch-size", batch_size)
         run = checkpoint or latest_run()
         test = file_test_set(src, ref) if src is not None else run_test_set(run)
         metrics = [m for m, on in (("bleu", bleu), ("chrf", chrf), ("ter", ter)) if on] or ["bleu"]
@@ -333,6 +343,51 @@ def info(
         else:
             Console().print(key_value_table(f"nmt run {card['run']}",
                                             [(k, _fmt(v)) for k, v in card.items() if k != "run"]))
+
+
+@app.command(epilog="Example: nmt bench --pairs 20000 --steps 30 --beam 5 --json-out bench.json")
+def bench(
+    corpus: Annotated[Optional[Path], Opt(help="Corpus for the training phase. \\[default: data/fra-eng/fra.txt]")] = None,
+    pairs: Annotated[int, Opt(help="Random corpus pairs to train on.")] = 20_000,
+    steps: Annotated[int, Opt(help="Timed training steps.")] = 30,
+    warmup: Annotated[int, Opt(help="Untimed training steps first.")] = 5,
+    embed_size: Annotated[int, Opt(help="Embedding size.")] = 256,
+    hidden_size: Annotated[int, Opt(help="Hidden size.")] = 256,
+    layers: Annotated[int, Opt(help="GRU layers.")] = 2,
+    vocab_size: Annotated[int, Opt(help="Joint SentencePiece vocabulary size.")] = 8000,
+    batch_size: Annotated[int, Opt(help="Training sentences per batch.")] = 128,
+    checkpoint: Annotated[Optional[Path], Opt(help="Trained run for the translation phases. "
+                                              "\\[default: newest in checkpoints/, skipped if none]")] = None,
+    sentences: Annotated[int, Opt(help="Test sources translated per phase.")] = 2000,
+    beam: BeamOpt = 5,
+    translate_batch: Annotated[int, Opt(help="Sentences decoded together.")] = 128,
+    device: DeviceOpt = "auto",
+    threads: Annotated[int, Opt(help="CPU threads (0: one per core).")] = 0,
+    json_out: Annotated[Path, Opt(help="Write the figures as JSON here.")] = Path("bench.json"),
+) -> None:
+    """Measure training and translation throughput and peak memory on this machine."""
+    import dataclasses
+    import json
+
+    from nmt.bench import run_bench, translation_inputs
+    from nmt.fileio import atomic_write_text
+    from nmt.output import bench_table
+
+    with _user_errors():
+        for flag, value, minimum in (("--pairs", pairs, 2), ("--steps", steps, 1), ("--warmup", warmup, 0),
+                                     ("--sentences", sentences, 1), ("--beam", beam, 1),
+                                     ("--translate-batch", translate_batch, 1)):
+            _at_least(flag, value, minimum)
+        cfg = build_config({}, {"corpus": str(corpus) if corpus else None, "embed_size": embed_size,
+                                "hidden_size": hidden_size, "layers": layers, "vocab_size": vocab_size,
+                                "batch_size": batch_size, "device": device, "threads": threads})
+        run, trained, sources = translation_inputs(checkpoint, device, sentences)
+        if run is None:
+            err.print("no trained run in checkpoints/: skipping the translation phases")
+        result = run_bench(cfg, pairs, steps, warmup, trained, sources, beam, translate_batch)
+        record = dataclasses.asdict(result) | {"translation_run": str(run) if run else None}
+        atomic_write_text(json_out, json.dumps(record, indent=2) + "\n")
+        Console().print(bench_table(record))
 
 
 def _fmt(value: Any) -> str:

@@ -16,9 +16,9 @@ from nmt.translate import Translator
 
 def attention_panels(translator: Translator, lines: list[str]) -> list[AttentionPanel]:
     """Decode each line and pair its attention with readable source and target pieces."""
-    if any(not line.strip() for line in lines):
-        raise NmtError("attn-plot needs non-empty sentences")
     src_ids = translator.encode(lines)
+    if not all(src_ids):
+        raise NmtError("attn-plot needs sentences with some text in them")
     panels = []
     for line, ids, hyp in zip(lines, src_ids, translator.hypotheses(lines)):
         pieces = translator.tokenizer.pieces

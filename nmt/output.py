@@ -48,3 +48,19 @@ def score_table(info: dict, scores: list[Score]) -> Table:
     for s in scores:
         table.add_row(s.name.upper(), f"{s.score:.2f}", f"{s.signature}\n{s.text}")
     return table
+
+
+def bench_table(record: dict) -> Table:
+    """One row per phase: throughput and peak memory."""
+    s = record["settings"]
+    table = Table(title=f"nmt bench {s['date']}: {s['device']}, torch {s['torch']}")
+    for column in ("phase", "sentences/s", "pieces/s", "padding", "peak RSS MB", "seconds"):
+        table.add_column(column, justify="left" if column == "phase" else "right")
+    t = record["train"]
+    table.add_row(f"train ({t['parameters']:,} params, {t['steps']} steps)", f"{t['sentences_per_s']:,}",
+                  f"{t['pieces_per_s']:,} (target {t['target_pieces_per_s']:,})",
+                  f"{t['padding_fraction']:.1%}", f"{t['peak_rss_mb']:,}", f"{t['seconds']}")
+    for name, p in record["translate"].items():
+        table.add_row(f"translate {name} ({p['sentences']} sentences)", f"{p['sentences_per_s']:,}",
+                      f"{p['output_pieces_per_s']:,} (output)", "", f"{p['peak_rss_mb']:,}", f"{p['seconds']}")
+    return table

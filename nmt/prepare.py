@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import random
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -67,24 +68,46 @@ def read_corpus(cfg: DataConfig, strict: bool = False) -> tuple[list[tuple[str, 
     return read_tsv(path, strict)
 
 
+def absolute_sources(cfg: DataConfig) -> dict[str, str]:
+    """The corpus paths made absolute, so a resumed run finds them from any directory."""
+    if cfg.src_file is not None:
+        return {"src_file": str(Path(cfg.src_file).resolve()),
+                "tgt_file": str(Path(cfg.tgt_file).resolve())}
+    return {"corpus": str(Path(cfg.corpus or DEFAULT_CORPUS).resolve())}
+
+
+def _check_same_split(run_dir: Path, split: Split, source: str) -> None:
+    for name, pairs in (("valid.tsv", split.valid), ("test.tsv", split.test)):
+        if read_pairs(run_dir / name) != pairs:
+            raise NmtError(f"{source}: not the corpus this run started with (its held-out "
+                           f"{name} differs); resume with the original corpus")
+
+
 def _write_pairs(path: Path, pairs: list[tuple[str, str]]) -> None:
     atomic_write_lines(path, [f"{src}\t{tgt}" for src, tgt in pairs])
 
 
 def read_pairs(path: Path) -> list[tuple[str, str]]:
     """Read a held-out split file written by :func:`prepare_run_data`."""
+    if not path.is_file():
+        raise NmtError(f"{path}: missing from the run directory")
+    if path.stat().st_size == 0:  # a run held nothing out
+        return []
     pairs, _ = read_tsv(path, strict=True)
     return pairs
 
 
 def prepare_run_data(cfg: DataConfig, run_dir: Path, strict: bool = False,
-                     new_run: bool = True) -> RunData:
+                     new_run: bool = True, corpus_limit: int | None = None) -> RunData:
     """Read and split the corpus; for a new run train the tokenizer and save split and model.
 
     A resumed run (``new_run=False``) reuses the run's ``spm.model``; the split is a pure
-    function of the corpus, so it comes out the same.
+    function of the corpus, so it comes out the same. ``corpus_limit`` keeps a fixed random
+    sample of that many pairs (fra.txt is sorted by length, so its head is not representative).
     """
     pairs, report = read_corpus(cfg, strict)
+    if corpus_limit is not None and corpus_limit < len(pairs):
+        pairs = random.Random(0).sample(pairs, corpus_limit)
     split = split_by_source(pairs, cfg.valid_size, cfg.test_size)
     log.info("%s: %d training, %d validation, %d test pairs", report.path, len(split.train),
              len(split.valid), len(split.test))
@@ -94,6 +117,7 @@ def prepare_run_data(cfg: DataConfig, run_dir: Path, strict: bool = False,
         texts = [s for s, _ in split.train] + [t for _, t in split.train]
         tokenizer = Tokenizer.train(texts, run_dir / "spm.model", cfg.vocab_size)
     else:
+        _check_same_split(run_dir, split, report.path)
         tokenizer = Tokenizer(run_dir / "spm.model")
     src_ids = tokenizer.encode([s for s, _ in split.train])
     tgt_ids = tokenizer.encode([t for _, t in split.train])

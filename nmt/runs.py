@@ -21,7 +21,7 @@ from nmt.devices import describe, pick_device, set_threads
 from nmt.errors import NmtError
 from nmt.fileio import atomic_write_text
 from nmt.model import build_model, count_parameters
-from nmt.prepare import RunData, prepare_run_data
+from nmt.prepare import RunData, absolute_sources, prepare_run_data
 from nmt.tokenizer import PAD_ID
 from nmt.train import Trainer, TrainState
 
@@ -66,7 +66,7 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
     set_threads(config.train.threads)
     with _new_run_dir(run_dir):
         data = prepare_run_data(config.data, run_dir, strict)
-        config = config.replace(vocab=data.tokenizer.vocab_size)
+        config = config.replace(vocab=data.tokenizer.vocab_size, **absolute_sources(config.data))
         save_config(config, run_dir / "config.yaml")
     torch.manual_seed(config.train.seed)
     model = build_model(config.model, PAD_ID).to(device)

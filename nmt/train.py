@@ -22,7 +22,7 @@ import torch
 from nmt import checkpoint
 from nmt.batching import Batch, bucket_batches, make_batch
 from nmt.config import RunConfig
-from nmt.devices import describe
+from nmt.devices import autocast, describe
 from nmt.loss import masked_cross_entropy
 from nmt.metrics import bleu
 from nmt.model import Seq2Seq
@@ -45,11 +45,12 @@ class TrainState:
     step_seconds: float = 0.0  # seconds inside optimiser steps alone, for throughput
     best_bleu: float = -1.0
     best_bleu_step: int = 0
-    best_loss: float = math.inf
+    best_loss: float = math.inf  # of scheduled validations, for the lr decay
     stale_validations: int = 0  # scheduled validations since BLEU last improved
     best_scheduled_bleu: float = -1.0  # patience compares scheduled validations only
     target_tokens: int = 0
     sentences: int = 0
+    scaler: dict = dataclasses.field(default_factory=dict)  # loss-scaler state (CUDA only)
 
 
 class Trainer:
@@ -57,10 +58,14 @@ class Trainer:
 
     def __init__(self, config: RunConfig, model: Seq2Seq, data: RunData, run_dir: Path,
                  device: torch.device, state: TrainState | None = None) -> None:
-        self.cfg, self.t = config, config.train
+        self.t = config.train
         self.model, self.data, self.run_dir, self.device = model, data, run_dir, device
         self.state = state or TrainState()
         self.optimizer = torch.optim.Adam(model.parameters(), lr=self.t.lr)
+        # float16 autocast on CUDA needs loss scaling; elsewhere the scaler is a no-op.
+        self.scaler = torch.amp.GradScaler(device.type, enabled=device.type == "cuda")
+        if self.state.scaler:
+            self.scaler.load_state_dict(self.state.scaler)
         self.stop_reason: str | None = None  # set by a signal, a bad loss or early stopping
         self.last_valid_step = self.state.step
         self.loss_since_valid: list[float] = []
@@ -84,18 +89,22 @@ class Trainer:
 
         A non-finite loss takes no step, so the weights stay the last good ones.
         """
-        batch = batch.to(self.device, non_blocking=True)
-        outputs, _ = self.model(batch.src, batch.src_len, batch.tgt_in)
-        loss = masked_cross_entropy(self.model.generator, outputs, batch.tgt_out, batch.tgt_mask,
-                                    self.t.label_smoothing) / batch.n_tokens
+        n_tokens = batch.n_tokens
+        batch = batch.to(self.device)
+        with autocast(self.device):
+            outputs, _ = self.model(batch.src, batch.src_len, batch.tgt_in)
+            loss = masked_cross_entropy(self.model.generator, outputs, batch.tgt_out,
+                                        batch.tgt_mask, self.t.label_smoothing) / n_tokens
         value = loss.item()
         if not math.isfinite(value):
             self.stop_reason = f"non-finite loss ({value}) at step {self.state.step + 1}"
             return value
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
-        self.optimizer.step()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         return value
 
     def budget_left(self) -> bool:
@@ -127,7 +136,11 @@ class Trainer:
         return self.state
 
     def _run_epoch(self, progress: TrainProgress) -> None:
-        """Train the rest of the current epoch, validating on schedule."""
+        """Train the rest of the current epoch, validating on schedule.
+
+        Counters advance with every step taken, and an epoch's end is booked right after its
+        last step, before any budget or signal check, so a saved state is always consistent.
+        """
         s, batches = self.state, self.batches_of_epoch(self.state.epoch)
         while s.batch_in_epoch < len(batches):
             start = time.monotonic()
@@ -135,7 +148,7 @@ class Trainer:
             batch = make_batch([self.data.train_src[i] for i in index],
                                [self.data.train_tgt[i] for i in index])
             loss = self.train_step(batch)
-            if self.stop_reason:
+            if not math.isfinite(loss):
                 return
             self.loss_since_valid.append(loss)
             s.step, s.batch_in_epoch = s.step + 1, s.batch_in_epoch + 1
@@ -143,13 +156,14 @@ class Trainer:
             took = time.monotonic() - start
             s.elapsed, s.step_seconds = s.elapsed + took, s.step_seconds + took
             progress.step(s, loss, batch.n_tokens, len(index))
-            if self.t.valid_every and s.step % self.t.valid_every == 0:
+            epoch_done = s.batch_in_epoch == len(batches)
+            if epoch_done:
+                s.epoch, s.batch_in_epoch = s.epoch + 1, 0
+            if (epoch_done and not self.t.valid_every) or (
+                    self.t.valid_every and s.step % self.t.valid_every == 0):
                 self._timed_validate(progress)
-            if not self.budget_left() or self.stop_reason:
-                return
-        s.epoch, s.batch_in_epoch = s.epoch + 1, 0
-        if not self.t.valid_every:
-            self._timed_validate(progress)
+            if epoch_done or not self.budget_left() or self.stop_reason:
+                return  # a new epoch starts from its own batch order
 
     def _timed_validate(self, progress: TrainProgress) -> None:
         start = time.monotonic()
@@ -199,7 +213,6 @@ class Trainer:
         self._log_metrics(record)
         if scheduled:
             self._schedule(loss, score)
-        s.best_loss = min(s.best_loss, loss)
         self.save_best_if(score)
         self.save_last()
         return record
@@ -210,6 +223,7 @@ class Trainer:
         if loss >= s.best_loss and self.t.lr_decay < 1:
             for group in self.optimizer.param_groups:
                 group["lr"] *= self.t.lr_decay
+        s.best_loss = min(s.best_loss, loss)
         s.stale_validations = 0 if score > s.best_scheduled_bleu else s.stale_validations + 1
         s.best_scheduled_bleu = max(s.best_scheduled_bleu, score)
         if self.t.patience and s.stale_validations >= self.t.patience:
@@ -231,6 +245,7 @@ class Trainer:
                             state={"step": s.step, "valid_bleu": score})
 
     def save_last(self) -> None:
+        self.state.scaler = self.scaler.state_dict()
         checkpoint.save(self.run_dir / "last.safetensors", self.model, self.optimizer,
                         dataclasses.asdict(self.state))
 

@@ -7,6 +7,7 @@ import torch
 
 from nmt.batching import length_sorted_chunks, make_batch
 from nmt.corpus import normalize
+from nmt.devices import autocast
 from nmt.model import Seq2Seq
 from nmt.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from nmt.tokenizer import Tokenizer
@@ -56,10 +57,11 @@ class Translator:
         batch = make_batch(src_ids).to(self.device)
         budget = max_output_lengths(batch.src_len, self.len_ratio, self.len_extra,
                                     cap=int(self.len_ratio * self.max_src_pieces) + self.len_extra)
-        if self.beam == 1:
-            return [[h] for h in greedy_search(self.model, batch.src, batch.src_len, budget)]
-        return beam_search(self.model, batch.src, batch.src_len, budget, self.beam,
-                           self.length_penalty, n)
+        with autocast(self.device):
+            if self.beam == 1:
+                return [[h] for h in greedy_search(self.model, batch.src, batch.src_len, budget)]
+            return beam_search(self.model, batch.src, batch.src_len, budget, self.beam,
+                               self.length_penalty, n)
 
     def hypotheses(self, lines: list[str], batch_size: int = 64) -> list[Hypothesis | None]:
         """The best hypothesis of each line; None for an empty line."""

@@ -188,10 +188,28 @@ def test_odd_and_huge_translate_inputs_keep_line_counts(tiny_run, tmp_path):
     (["train", "--config", "{tmp}/none.yaml"], "none.yaml"),
     (["eval", "--checkpoint", "{run}", "--src", "{tmp}/x"], "--src and --ref go together"),
     (["attn-plot", "--checkpoint", "{run}", "hi", "-o", "{tmp}/a.bmp"], "unknown figure format"),
+    (["attn-plot", "--checkpoint", "{run}", "\u200b", "-o", "{tmp}/a.png"], "some text"),
+    (["eval", "--checkpoint", "{run}", "--batch-size", "0"], "--batch-size must be >= 1"),
+    (["translate", "--checkpoint", "{run}", "hi", "--beam", "0"], "--beam must be >= 1"),
+    (["bench", "--steps", "0"], "--steps must be >= 1"),
+    (["train", "--config", "{cfg}"], "embed_size must be int"),
 ])
 def test_user_mistakes_give_one_clear_line(tiny_run, tmp_path, args, message):
-    result = nmt(*[a.format(tmp=tmp_path, run=tiny_run) for a in args])
+    (tmp_path / "bad.yaml").write_text("embed_size: 8.5\n")
+    result = nmt(*[a.format(tmp=tmp_path, run=tiny_run, cfg=tmp_path / "bad.yaml") for a in args])
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("error:") and message in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
     assert not list(tmp_path.glob("**/*.tmp")) and not (tmp_path / "r").exists()
+
+
+def test_a_reader_that_stops_early_is_not_an_error(tiny_run, tmp_path):
+    lines = tmp_path / "in.txt"
+    lines.write_text("Tom sees the cat.\n" * 3000)
+    process = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "translate", "--checkpoint",
+                                str(tiny_run), "--input", str(lines)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, cwd=ROOT)
+    assert process.stdout.readline()
+    process.stdout.close()  # like `| head -1`
+    assert process.wait(timeout=120) == 0
+    assert b"Traceback" not in process.stderr.read()

@@ -82,3 +82,61 @@ def test_patience_stops_when_bleu_stalls(tmp_path, corpus_file):
     state = train_new_run(_config(corpus_file, max_steps=40, valid_every=2, patience=1, lr=1e-9),
                           tmp_path / "run")
     assert state.step == 4
+
+
+def _last_weights(run):
+    return {k: v for k, v in load_file(run / "last.safetensors").items()}
+
+
+def _assert_same_last(a, b):
+    wa, wb = _last_weights(a), _last_weights(b)
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        assert torch.equal(wa[key], wb[key]), key
+
+
+def test_a_stop_signal_during_a_step_still_resumes_exactly(tmp_path, corpus_file, monkeypatch):
+    from nmt.runs import resume_run
+    from nmt.train import Trainer
+    full = _config(corpus_file, max_steps=10, valid_every=4, dropout=0.3)
+    train_new_run(full, tmp_path / "full")
+    real_step = Trainer.train_step
+
+    def interrupted(self, batch):
+        value = real_step(self, batch)
+        if self.state.step == 5:  # the signal arrives while the sixth step runs
+            self.stop_reason = "SIGINT received"
+        return value
+
+    monkeypatch.setattr(Trainer, "train_step", interrupted)
+    assert train_new_run(full, tmp_path / "part").step == 6
+    monkeypatch.undo()
+    resume_run(tmp_path / "part", {})
+    _assert_same_last(tmp_path / "full", tmp_path / "part")
+
+
+def test_a_budget_ending_on_an_epoch_boundary_resumes_exactly(tmp_path, corpus_file):
+    from nmt.runs import resume_run
+    full = _config(corpus_file, max_steps=None, epochs=3, valid_every=0, lr_decay=0.5)
+    steps_per_epoch = train_new_run(full, tmp_path / "full").step // 3
+    part = full.replace(max_steps=steps_per_epoch)
+    assert train_new_run(part, tmp_path / "part").epoch == 1
+    state = resume_run(tmp_path / "part", {"max_steps": None})
+    assert state.step == 3 * steps_per_epoch
+    _assert_same_last(tmp_path / "full", tmp_path / "part")
+
+
+def test_resume_refuses_a_changed_corpus_and_works_from_elsewhere(tmp_path, corpus_file, monkeypatch):
+    import pytest
+    from nmt.errors import NmtError
+    from nmt.runs import resume_run
+    corpus = tmp_path / "corpus.tsv"
+    corpus.write_text(corpus_file.read_text())
+    monkeypatch.chdir(tmp_path)
+    train_new_run(_config("corpus.tsv", max_steps=2), tmp_path / "run")  # a relative path
+    monkeypatch.chdir("/")
+    assert resume_run(tmp_path / "run", {"max_steps": 3}).step == 3
+    held = (tmp_path / "run" / "test.tsv").read_text().splitlines()[0]
+    corpus.write_text(corpus.read_text().replace(held + "\n", ""))
+    with pytest.raises(NmtError, match="not the corpus this run started with"):
+        resume_run(tmp_path / "run", {"max_steps": 4})

@@ -1,0 +1,171 @@
+"""``nmt bench``: training and translation throughput and peak memory, measured on real data.
+
+Training is timed over ``steps`` optimiser steps after ``warmup`` untimed ones, on
+length-bucketed batches of a corpus slice. Translation is timed from raw text to
+detokenised text with a trained run (model loading excluded). Peak RSS is sampled every
+10 ms in each phase separately.
+"""
+from __future__ import annotations
+
+import dataclasses
+import platform
+import random
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt import __version__
+from nmt.batching import make_batch
+from nmt.config import RunConfig
+from nmt.devices import describe, pick_device, set_threads
+from nmt.model import build_model, count_parameters
+from nmt.prepare import prepare_run_data
+from nmt.search import DEFAULT_LENGTH_PENALTY
+from nmt.tokenizer import PAD_ID
+from nmt.train import Trainer
+from nmt.translate import Translator
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+class PeakRSS:
+    """Samples the process's resident memory in a thread; ``peak`` is the highest seen."""
+
+    def __init__(self, interval: float = 0.01) -> None:
+        self.interval, self.peak = interval, 0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> PeakRSS:
+        self.peak = _rss_bytes()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, _rss_bytes())
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_bytes())
+
+
+@dataclass
+class BenchResult:
+    settings: dict[str, Any]
+    train: dict[str, float] = field(default_factory=dict)
+    translate: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def bench_training(config: RunConfig, pairs: int, steps: int, warmup: int) -> dict[str, float]:
+    """Train a fresh model of ``config``'s size on the first ``pairs`` corpus pairs; time it."""
+    device = pick_device(config.train.device)
+    data_cfg = dataclasses.replace(config.data, valid_size=0, test_size=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = prepare_run_data(data_cfg, Path(tmp), corpus_limit=pairs)
+        config = config.replace(vocab=data.tokenizer.vocab_size)
+        torch.manual_seed(config.train.seed)
+        model = build_model(config.model, PAD_ID).to(device)
+        trainer = Trainer(config, model, data, Path(tmp), device)
+        batches = trainer.batches_of_epoch(0)
+        while len(batches) < warmup + steps:
+            batches += trainer.batches_of_epoch(len(batches))
+        src_pieces = tgt_pieces = padded = sentences = 0
+        with PeakRSS() as rss:
+            for k, index in enumerate(batches[:warmup + steps]):
+                if k == warmup:
+                    _sync(device)
+                    start = time.perf_counter()
+                batch = make_batch([data.train_src[i] for i in index], [data.train_tgt[i] for i in index])
+                trainer.train_step(batch)
+                if k >= warmup:
+                    sentences += len(index)
+                    src_pieces += int(batch.src_len.sum())
+                    tgt_pieces += batch.n_tokens
+                    padded += batch.src.numel() + batch.tgt_out.numel()
+            _sync(device)
+            seconds = time.perf_counter() - start
+    return {"parameters": count_parameters(model), "vocab": data.tokenizer.vocab_size,
+            "steps": steps, "seconds": round(seconds, 2),
+            "sentences_per_s": round(sentences / seconds, 1),
+            "target_pieces_per_s": round(tgt_pieces / seconds, 1),
+            "pieces_per_s": round((src_pieces + tgt_pieces) / seconds, 1),
+            "padding_fraction": round(1 - (src_pieces + tgt_pieces) / padded, 4),
+            "peak_rss_mb": round(rss.peak / 2**20, 1)}
+
+
+def bench_translation(translator: Translator, sources: list[str], batch_size: int) -> dict[str, float]:
+    """Time raw text → detokenised text for ``sources`` with the translator's search."""
+    translator.translate(sources[:batch_size], batch_size)  # warm-up
+    with PeakRSS() as rss:
+        _sync(translator.device)
+        start = time.perf_counter()
+        outputs = translator.translate(sources, batch_size)
+        _sync(translator.device)
+        seconds = time.perf_counter() - start
+    return {"sentences": len(sources), "seconds": round(seconds, 2),
+            "sentences_per_s": round(len(sources) / seconds, 1),
+            "output_pieces_per_s": round(sum(len(x) for x in translator.tokenizer.encode(outputs)) / seconds, 1),
+            "peak_rss_mb": round(rss.peak / 2**20, 1)}
+
+
+def settings(device: torch.device) -> dict[str, Any]:
+    return {"date": time.strftime("%Y-%m-%d"), "nmt": __version__, "torch": torch.__version__,
+            "device": describe(device), "threads": torch.get_num_threads(),
+            "cpu": platform.processor() or platform.machine()}
+
+
+def pick_sources(sources: list[str], n: int, seed: int = 1) -> list[str]:
+    """``n`` sources (repeating if there are fewer), in a fixed shuffled order."""
+    rng = random.Random(seed)
+    chosen = [sources[i % len(sources)] for i in range(n)]
+    rng.shuffle(chosen)
+    return chosen
+
+
+def translation_inputs(checkpoint: Path | None, device: str, sentences: int
+                       ) -> tuple[Path | None, tuple[Any, Any] | None, list[str]]:
+    """The run to translate with (given, or the newest if any), its model and test sources."""
+    from nmt.checkpoint import latest_run, load_run
+    from nmt.errors import NmtError
+    from nmt.evaluate import run_test_set
+
+    run = checkpoint
+    if run is None:
+        try:
+            run = latest_run()
+        except NmtError:
+            return None, None, []
+    _, model, tokenizer = load_run(run, pick_device(device))
+    return run, (model, tokenizer), pick_sources(run_test_set(run).sources, sentences)
+
+
+def run_bench(config: RunConfig, pairs: int, steps: int, warmup: int,
+              trained: tuple[Any, Any] | None, sources: list[str], beam: int,
+              batch_size: int) -> BenchResult:
+    """All phases; translation only with a ``trained`` (model, tokenizer) pair."""
+    set_threads(config.train.threads)
+    device = pick_device(config.train.device)
+    result = BenchResult(settings(device))
+    result.train = bench_training(config, pairs, steps, warmup)
+    if trained is not None:
+        model, tokenizer = trained
+        for name, width in (("greedy", 1), (f"beam {beam}", beam)):
+            translator = Translator(model, tokenizer, device, beam=width,
+                                    length_penalty=DEFAULT_LENGTH_PENALTY)
+            result.translate[name] = bench_translation(translator, sources, batch_size)
+    return result

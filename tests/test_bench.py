@@ -1,0 +1,34 @@
+import json
+
+from nmt.bench import PeakRSS, pick_sources
+
+from test_cli import nmt
+from test_cli_reliability import corpus, tiny_run  # noqa: F401  (module fixtures)
+
+
+def test_peak_rss_sees_an_allocation():
+    with PeakRSS() as rss:
+        block = bytearray(64 * 2**20)
+        block[::4096] = b"x" * len(block[::4096])
+    assert rss.peak >= 64 * 2**20
+
+
+def test_pick_sources_repeats_and_is_fixed():
+    assert sorted(pick_sources(["a", "b"], 5)) == ["a", "a", "a", "b", "b"]
+    assert pick_sources(["a", "b", "c"], 3) == pick_sources(["a", "b", "c"], 3)
+
+
+def test_bench_measures_every_phase(corpus, tiny_run, tmp_path):  # noqa: F811
+    out = tmp_path / "bench.json"
+    result = nmt("bench", "--corpus", str(corpus), "--pairs", "200", "--steps", "3", "--warmup", "1",
+                 "--embed-size", "8", "--hidden-size", "12", "--layers", "1", "--vocab-size", "60",
+                 "--batch-size", "16", "--checkpoint", str(tiny_run), "--sentences", "20", "--beam", "2",
+                 "--device", "cpu", "--json-out", str(out))
+    assert result.returncode == 0, result.stderr
+    record = json.loads(out.read_text())
+    train = record["train"]
+    assert train["steps"] == 3 and train["sentences_per_s"] > 0 and 0 <= train["padding_fraction"] < 1
+    assert train["peak_rss_mb"] > 50
+    assert set(record["translate"]) == {"greedy", "beam 2"}
+    assert all(p["sentences"] == 20 and p["sentences_per_s"] > 0 for p in record["translate"].values())
+    assert "train" in result.stdout and "beam 2" in result.stdout
