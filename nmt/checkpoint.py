@@ -18,7 +18,8 @@ from typing import Any
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+from safetensors.torch import save_file
 from torch import nn
 
 from nmt import __version__
@@ -49,11 +50,10 @@ def read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     if not path.is_file():
         raise NmtError(f"{path}: no such checkpoint file")
     try:
-        tensors = load_file(str(path))
-        with open(path, "rb") as f:
-            header_len = int.from_bytes(f.read(8), "little")
-            meta = json.loads(f.read(header_len)).get("__metadata__", {})
-    except (SafetensorError, OSError, ValueError, json.JSONDecodeError) as e:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            tensors = {key: f.get_tensor(key) for key in f.keys()}
+    except (SafetensorError, OSError, ValueError) as e:
         raise NmtError(f"{path}: truncated or corrupted checkpoint ({e})") from None
     if meta.get("format") != FORMAT:
         raise NmtError(f"{path}: not an {FORMAT} file (written by an incompatible nmt version?)")

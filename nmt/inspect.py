@@ -5,9 +5,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from nmt.checkpoint import read, weights_file
+from nmt.config import read_run_config
 from nmt.errors import NmtError
 from nmt.plotting import AttentionPanel
 from nmt.train import read_metrics
@@ -30,24 +29,22 @@ def attention_panels(translator: Translator, lines: list[str]) -> list[Attention
 
 def model_card(run_dir: Path) -> dict[str, Any]:
     """What a reader of a run wants to know, from its files alone."""
-    if not (run_dir / "config.yaml").is_file():
-        raise NmtError(f"{run_dir}: not a run directory (no config.yaml)")
-    config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    config = read_run_config(run_dir / "config.yaml")
     summary_path = run_dir / "run.json"
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
     tensors, _ = read(weights_file(run_dir))
     n_params = sum(t.numel() for k, t in tensors.items() if k.startswith("model."))
-    m = config["model"]
+    m = config.model
     records = read_metrics(run_dir / "metrics.jsonl")
     best = max(records, key=lambda r: r["valid_bleu"]) if records else {}
     return {
         "run": str(run_dir),
-        "architecture": (f"{m['layers']}-layer {'bi' if m['bidirectional'] else 'uni'}directional GRU "
-                         f"encoder, {m['layers']}-layer GRU decoder with Bahdanau attention"),
-        "sizes": {"embed": m["embed_size"], "hidden": m["hidden_size"], "dropout": m["dropout"]},
+        "architecture": (f"{m.layers}-layer {'bi' if m.bidirectional else 'uni'}directional GRU "
+                         f"encoder, {m.layers}-layer GRU decoder with Bahdanau attention"),
+        "sizes": {"embed": m.embed_size, "hidden": m.hidden_size, "dropout": m.dropout},
         "parameters": n_params,
-        "vocabulary": f"joint SentencePiece unigram, {m['vocab']} pieces",
-        "corpus": summary.get("corpus", config["data"].get("corpus")),
+        "vocabulary": f"joint SentencePiece unigram, {m.vocab} pieces",
+        "corpus": summary.get("corpus", config.data.corpus or config.data.src_file),
         "pairs": summary.get("pairs", "unknown (run unfinished)"),
         "training": {"steps": summary.get("steps", records[-1]["step"] if records else 0),
                      "seconds": summary.get("train_seconds"), "device": summary.get("device")},
