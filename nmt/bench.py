@@ -15,14 +15,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from nmt import __version__
 from nmt.batching import make_batch
 from nmt.config import RunConfig
-from nmt.devices import describe, pick_device, set_threads
+from nmt.devices import describe, pick_device, configure_cpu
 from nmt.model import build_model, count_parameters
 from nmt.prepare import prepare_run_data
 from nmt.search import DEFAULT_LENGTH_PENALTY
@@ -137,35 +137,50 @@ def pick_sources(sources: list[str], n: int, seed: int = 1) -> list[str]:
     return chosen
 
 
-def translation_inputs(checkpoint: Path | None, device: str, sentences: int
-                       ) -> tuple[Path | None, tuple[Any, Any] | None, list[str]]:
-    """The run to translate with (given, or the newest if any), its model and test sources."""
-    from nmt.checkpoint import latest_run, load_run
+def translation_run(checkpoint: Path | None) -> Path | None:
+    """The run to translate with: the one given, else the newest in checkpoints/, else None."""
+    from nmt.checkpoint import latest_run
     from nmt.errors import NmtError
+
+    if checkpoint is not None:
+        return checkpoint
+    try:
+        return latest_run()
+    except NmtError:
+        return None
+
+
+def load_translation_model(run: Path, device: str) -> tuple[Any, Any]:
+    from nmt.checkpoint import load_run
+
+    _, model, tokenizer = load_run(run, pick_device(device))
+    return model, tokenizer
+
+
+def test_sources(run: Path, sentences: int) -> list[str]:
+    """``sentences`` of the run's held-out test sources, in a fixed shuffled order."""
     from nmt.evaluate import run_test_set
 
-    run = checkpoint
-    if run is None:
-        try:
-            run = latest_run()
-        except NmtError:
-            return None, None, []
-    _, model, tokenizer = load_run(run, pick_device(device))
-    return run, (model, tokenizer), pick_sources(run_test_set(run).sources, sentences)
+    return pick_sources(run_test_set(run).sources, sentences)
 
 
 def run_bench(config: RunConfig, pairs: int, steps: int, warmup: int,
-              trained: tuple[Any, Any] | None, sources: list[str], beam: int,
-              batch_size: int) -> BenchResult:
-    """All phases; translation only with a ``trained`` (model, tokenizer) pair."""
-    set_threads(config.train.threads)
+              load_trained: Callable[[], tuple[Any, Any] | None], sources: Callable[[], list[str]],
+              beam: int, batch_size: int) -> BenchResult:
+    """All phases; translation only when ``load_trained`` gives a (model, tokenizer) pair.
+
+    The trained model is loaded after the training phase so it does not count in that peak.
+    """
+    configure_cpu(config.train.threads)
     device = pick_device(config.train.device)
     result = BenchResult(settings(device))
     result.train = bench_training(config, pairs, steps, warmup)
+    trained = load_trained()
     if trained is not None:
         model, tokenizer = trained
+        texts = sources()
         for name, width in (("greedy", 1), (f"beam {beam}", beam)):
             translator = Translator(model, tokenizer, device, beam=width,
                                     length_penalty=DEFAULT_LENGTH_PENALTY)
-            result.translate[name] = bench_translation(translator, sources, batch_size)
+            result.translate[name] = bench_translation(translator, texts, batch_size)
     return result

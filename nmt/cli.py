@@ -196,11 +196,11 @@ def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
 def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
                      length_penalty: float = 0.0) -> Any:
     from nmt.checkpoint import latest_run, load_run
-    from nmt.devices import pick_device, set_threads
+    from nmt.devices import pick_device, configure_cpu
     from nmt.translate import Translator
 
     _at_least("--beam", beam)
-    set_threads(0)
+    configure_cpu(0)
     dev = pick_device(device)
     run = checkpoint or latest_run()
     _, model, tokenizer = load_run(run, dev)
@@ -266,6 +266,8 @@ def eval_(
     src: Annotated[Optional[Path], Opt(help="Source file. \\[default: the run's test.tsv]")] = None,
     ref: Annotated[Optional[list[Path]], Opt(help="Reference file, aligned with --src; repeat for more. "
                                              "An empty line: no reference for that sentence.")] = None,
+    all_refs: Annotated[bool, Opt("--all-refs", help="Score each test source of the run against all "
+                                  "its translations, not only the first.")] = False,
     beam: BeamOpt = 1,
     length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
     hyp_out: Annotated[Optional[Path], Opt(help="Also write the hypotheses to this file.")] = None,
@@ -281,9 +283,11 @@ def eval_(
     with _user_errors():
         if (src is None) != (not ref):
             raise NmtError("--src and --ref go together")
+        if all_refs and src is not None:
+            raise NmtError("--all-refs is for a run's own test split; with --src, pass each --ref")
         _at_least("--batch-size", batch_size)
         run = checkpoint or latest_run()
-        test = file_test_set(src, ref) if src is not None else run_test_set(run)
+        test = file_test_set(src, ref) if src is not None else run_test_set(run, all_refs)
         metrics = [m for m, on in (("bleu", bleu), ("chrf", chrf), ("ter", ter)) if on] or ["bleu"]
         translator = _load_translator(run, device, beam, length_penalty)
         hyps, scores = evaluate(translator, test, metrics, batch_size)
@@ -369,7 +373,9 @@ def bench(
     import dataclasses
     import json
 
-    from nmt.bench import run_bench, translation_inputs
+    from nmt.bench import load_translation_model, run_bench, test_sources, translation_run
+    from nmt.checkpoint import weights_file
+    from nmt.config import read_run_config
     from nmt.fileio import atomic_write_text
     from nmt.output import bench_table
 
@@ -381,10 +387,14 @@ def bench(
         cfg = build_config({}, {"corpus": str(corpus) if corpus else None, "embed_size": embed_size,
                                 "hidden_size": hidden_size, "layers": layers, "vocab_size": vocab_size,
                                 "batch_size": batch_size, "device": device, "threads": threads})
-        run, trained, sources = translation_inputs(checkpoint, device, sentences)
+        run = translation_run(checkpoint)
         if run is None:
             err.print("no trained run in checkpoints/: skipping the translation phases")
-        result = run_bench(cfg, pairs, steps, warmup, trained, sources, beam, translate_batch)
+        else:
+            read_run_config(run / "config.yaml"), weights_file(run)  # fail now, not after training
+        result = run_bench(cfg, pairs, steps, warmup,
+                           lambda: load_translation_model(run, device) if run else None,
+                           lambda: test_sources(run, sentences), beam, translate_batch)
         record = dataclasses.asdict(result) | {"translation_run": str(run) if run else None}
         atomic_write_text(json_out, json.dumps(record, indent=2) + "\n")
         Console().print(bench_table(record))

@@ -41,6 +41,8 @@ class ModelConfig:
     layers: int = 2
     bidirectional: bool = True  # each direction gets hidden_size // 2 units, concatenated
     dropout: float = 0.2
+    decoder: str = "input_feeding"  # or "bahdanau" (d2l.ai's); see nmt/decoders.py
+    init_range: float = 0.1  # weights start uniform in +-init_range; 0: PyTorch's defaults
     vocab: int = 0  # pieces in the trained tokenizer; set by nmt train, not by the user
 
 
@@ -105,6 +107,9 @@ class RunConfig:
         _check(not m.bidirectional or m.hidden_size % 2 == 0,
                f"a bidirectional encoder needs an even hidden_size, got {m.hidden_size}")
         _check(0 <= m.dropout < 1, f"dropout must be in [0, 1), got {m.dropout}")
+        _check(m.decoder in ("input_feeding", "bahdanau"),
+               f"decoder must be input_feeding or bahdanau, got {m.decoder!r}")
+        _check(m.init_range >= 0, f"init_range must be >= 0, got {m.init_range}")
         _check(t.epochs >= 1, f"epochs must be >= 1, got {t.epochs}")
         _check(t.max_steps is None or t.max_steps >= 1, f"max_steps must be >= 1, got {t.max_steps}")
         _check(t.max_minutes is None or t.max_minutes > 0,

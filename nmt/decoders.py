@@ -1,9 +1,24 @@
-"""The GRU decoder with Bahdanau attention (d2l.ai's ``Seq2SeqAttentionDecoder``, state explicit)."""
+"""GRU decoders with additive attention, stepped one piece at a time (state explicit).
+
+Two wirings of the same parts (embeddings, Bahdanau's additive attention, a stacked GRU):
+
+- :class:`BahdanauDecoder` is d2l.ai's ``Seq2SeqAttentionDecoder``: attend with s_{i-1},
+  feed [c_i; embed(y_{i-1})] to the GRU, and the generator reads s_i.
+- :class:`InputFeedingDecoder` is Luong et al. (2015)'s input feeding, OpenNMT-py's RNN
+  decoder: the GRU reads [embed(y_{i-1}); h~_{i-1}], attends with its new state s_i, and the
+  generator reads h~_i = tanh(W_c [c_i; s_i]). The query knows y_{i-1}, and the output sees
+  the context directly.
+
+In teacher forcing both run the GRU cell by cell on ``self.rnn``'s own weights so that the
+embedding part of layer 1's input projection, which does not depend on earlier steps, is one
+matmul for all steps rather than one per step; :meth:`step` is the same function.
+"""
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nmt.attention import AdditiveAttention
@@ -16,21 +31,31 @@ class DecoderState(NamedTuple):
     memory: encoder outputs (attention values), shape (batch, src_len, hidden)
     proj_keys: attention keys projected once, shape (batch, src_len, hidden)
     src_mask: True at real source tokens, shape (batch, src_len)
+    feed: the last attentional output h~_{i-1}, shape (batch, hidden); zeros at the start
+        (unused by :class:`BahdanauDecoder`)
     """
 
     hidden: torch.Tensor
     memory: torch.Tensor
     proj_keys: torch.Tensor
     src_mask: torch.Tensor
+    feed: torch.Tensor
 
     def select(self, index: torch.Tensor) -> DecoderState:
         """Keep (or repeat) the sentences at ``index`` (shape (new_batch,)), e.g. for beams."""
         return DecoderState(self.hidden.index_select(1, index), self.memory.index_select(0, index),
-                            self.proj_keys.index_select(0, index), self.src_mask.index_select(0, index))
+                            self.proj_keys.index_select(0, index), self.src_mask.index_select(0, index),
+                            self.feed.index_select(0, index))
+
+    def reorder_beams(self, index: torch.Tensor) -> DecoderState:
+        """Like :meth:`select` with each row moving only among its own sentence's beams:
+        memory, keys and mask are equal across those rows, so they stay where they are."""
+        return self._replace(hidden=self.hidden.index_select(1, index),
+                             feed=self.feed.index_select(0, index))
 
 
-class AttentionGRUDecoder(nn.Module):
-    """At step i: attend with s_{i-1} (top layer), feed [context_i; embed(y_{i-1})] to the GRU."""
+class _AttentionGRUDecoder(nn.Module):
+    """The shared parts; subclasses wire them in :meth:`_step` and :meth:`forward`."""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, layers: int,
                  dropout: float, pad_id: int) -> None:
@@ -46,24 +71,60 @@ class AttentionGRUDecoder(nn.Module):
         """:param memory: encoder outputs, shape (batch, src_len, hidden)
         :param final: encoder final states, shape (layers, batch, hidden)
         :param src_mask: shape (batch, src_len)"""
-        return DecoderState(final.contiguous(), memory, self.attention.project_keys(memory), src_mask)
-
-    def _step(self, embedded: torch.Tensor, state: DecoderState
-              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
-        context, weights = self.attention(state.hidden[-1], state.proj_keys, state.memory,
-                                          state.src_mask)  # (batch, hidden), (batch, src_len)
-        rnn_in = torch.cat([context, embedded], dim=-1).unsqueeze(1)  # (batch, 1, hidden+embed)
-        output, hidden = self.rnn(rnn_in, state.hidden)
-        return output.squeeze(1), state._replace(hidden=hidden), weights
+        return DecoderState(final.contiguous(), memory, self.attention.project_keys(memory), src_mask,
+                            memory.new_zeros(memory.size(0), self.rnn.hidden_size))
 
     def step(self, prev_tokens: torch.Tensor, state: DecoderState
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """One decoding step.
 
         :param prev_tokens: y_{i-1}, shape (batch,)
-        :return: output s_i, shape (batch, hidden); the new state; attention, shape (batch, src_len)
+        :return: what the generator reads, shape (batch, hidden); the new state;
+            attention, shape (batch, src_len)
         """
         return self._step(self.dropout(self.embedding(prev_tokens)), state)
+
+    def _step(self, embedded: torch.Tensor, state: DecoderState
+              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        raise NotImplementedError
+
+    def _attend(self, query: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor]:
+        """:return: context, shape (batch, hidden); weights, shape (batch, src_len)"""
+        return self.attention(query, state.proj_keys, state.memory, state.src_mask)
+
+    def _embed_gates(self, tgt_in: torch.Tensor, columns: slice) -> torch.Tensor:
+        """Layer 1's input projection of the embeddings (at ``columns`` of its input) for all
+        steps, bias included: shape (batch, tgt_len, 3*hidden)."""
+        embedded = self.dropout(self.embedding(tgt_in))  # (batch, tgt_len, embed)
+        return F.linear(embedded, self.rnn.weight_ih_l0[:, columns], self.rnn.bias_ih_l0)
+
+    def _cells(self, gates: torch.Tensor, hidden: list[torch.Tensor]) -> torch.Tensor:
+        """Advance every GRU layer one step, updating ``hidden`` (per layer (batch, hidden)).
+
+        :param gates: layer 1's input projection W_i x + b_i, shape (batch, 3*hidden)
+        :return: the top layer's new state, shape (batch, hidden)
+        """
+        rnn = self.rnn
+        for layer in range(rnn.num_layers):
+            if layer:  # nn.GRU's dropout between layers
+                below = F.dropout(hidden[layer - 1], rnn.dropout, self.training)
+                gates = F.linear(below, getattr(rnn, f"weight_ih_l{layer}"),
+                                 getattr(rnn, f"bias_ih_l{layer}"))
+            hidden[layer] = _gru_cell(gates, hidden[layer], getattr(rnn, f"weight_hh_l{layer}"),
+                                      getattr(rnn, f"bias_hh_l{layer}"))
+        return hidden[-1]
+
+
+class BahdanauDecoder(_AttentionGRUDecoder):
+    """At step i: attend with s_{i-1} (top layer), feed [c_i; embed(y_{i-1})] to the GRU;
+    the generator reads s_i."""
+
+    def _step(self, embedded: torch.Tensor, state: DecoderState
+              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        context, weights = self._attend(state.hidden[-1], state)
+        rnn_in = torch.cat([context, embedded], dim=-1).unsqueeze(1)  # (batch, 1, hidden+embed)
+        output, hidden = self.rnn(rnn_in, state.hidden)
+        return output.squeeze(1), state._replace(hidden=hidden), weights
 
     def forward(self, tgt_in: torch.Tensor, state: DecoderState
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,10 +133,70 @@ class AttentionGRUDecoder(nn.Module):
         :param tgt_in: BOS-prefixed target ids, shape (batch, tgt_len)
         :return: outputs, shape (batch, tgt_len, hidden); attention, shape (batch, tgt_len, src_len)
         """
-        embedded = self.dropout(self.embedding(tgt_in))  # (batch, tgt_len, embed), once for all steps
+        size = self.rnn.hidden_size
+        embed_gates = self._embed_gates(tgt_in, slice(size, None))
+        w_context = self.rnn.weight_ih_l0[:, :size]
+        hidden = list(state.hidden.unbind(0))
         outputs, weights = [], []
         for i in range(tgt_in.size(1)):
-            output, state, w = self._step(embedded[:, i], state)
-            outputs.append(output)
+            context, w = self._attend(hidden[-1], state)
+            outputs.append(self._cells(embed_gates[:, i] + F.linear(context, w_context), hidden))
             weights.append(w)
         return torch.stack(outputs, dim=1), torch.stack(weights, dim=1)
+
+
+class InputFeedingDecoder(_AttentionGRUDecoder):
+    """At step i: s_i = GRU([embed(y_{i-1}); h~_{i-1}]), attend with s_i,
+    h~_i = tanh(W_c [c_i; s_i]); the generator reads h~_i and the next step is fed it."""
+
+    def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, layers: int,
+                 dropout: float, pad_id: int) -> None:
+        super().__init__(vocab_size, embed_size, hidden_size, layers, dropout, pad_id)
+        self.output_layer = nn.Linear(2 * hidden_size, hidden_size)  # W_c, Luong et al. eq. (5)
+
+    def _attentional(self, top: torch.Tensor, state: DecoderState
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:return: h~_i, shape (batch, hidden); attention weights, shape (batch, src_len)"""
+        context, weights = self._attend(top, state)
+        return torch.tanh(self.output_layer(torch.cat([context, top], dim=-1))), weights
+
+    def _step(self, embedded: torch.Tensor, state: DecoderState
+              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        rnn_in = torch.cat([embedded, self.dropout(state.feed)], dim=-1).unsqueeze(1)
+        output, hidden = self.rnn(rnn_in, state.hidden)
+        state = state._replace(hidden=hidden)
+        out, weights = self._attentional(output.squeeze(1), state)
+        return out, state._replace(feed=out), weights
+
+    def forward(self, tgt_in: torch.Tensor, state: DecoderState
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced decoding of a whole target batch.
+
+        :param tgt_in: BOS-prefixed target ids, shape (batch, tgt_len)
+        :return: outputs h~, shape (batch, tgt_len, hidden); attention, shape (batch, tgt_len, src_len)
+        """
+        embed_size = self.embedding.embedding_dim
+        embed_gates = self._embed_gates(tgt_in, slice(None, embed_size))
+        w_feed = self.rnn.weight_ih_l0[:, embed_size:]
+        hidden, feed = list(state.hidden.unbind(0)), state.feed
+        outputs, weights = [], []
+        for i in range(tgt_in.size(1)):
+            top = self._cells(embed_gates[:, i] + F.linear(self.dropout(feed), w_feed), hidden)
+            feed, w = self._attentional(top, state)
+            outputs.append(feed)
+            weights.append(w)
+        return torch.stack(outputs, dim=1), torch.stack(weights, dim=1)
+
+
+DECODERS = {"input_feeding": InputFeedingDecoder, "bahdanau": BahdanauDecoder}
+
+
+def _gru_cell(input_gates: torch.Tensor, h: torch.Tensor, w_hh: torch.Tensor,
+              b_hh: torch.Tensor) -> torch.Tensor:
+    """``nn.GRU``'s cell given its input projection W_i x + b_i, shape (batch, 3*hidden),
+    gates in PyTorch's order (reset, update, new); h: shape (batch, hidden)."""
+    size = h.size(1)
+    hidden_gates = F.linear(h, w_hh, b_hh)  # (batch, 3*hidden)
+    reset, update = torch.sigmoid(input_gates[:, :2 * size] + hidden_gates[:, :2 * size]).chunk(2, 1)
+    new = torch.tanh(input_gates[:, 2 * size:] + reset * hidden_gates[:, 2 * size:])
+    return new + update * (h - new)

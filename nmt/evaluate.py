@@ -20,13 +20,23 @@ class TestSet:
     refs: list[list[str | None]]
 
 
-def run_test_set(run_dir: Path) -> TestSet:
-    """The run's held-out test split: one segment per pair, its own target the reference."""
+def run_test_set(run_dir: Path, all_refs: bool = False) -> TestSet:
+    """The run's held-out test split, one segment per distinct source.
+
+    Tatoeba gives some sources several translations. By default each source is scored once
+    against its first translation (single-reference BLEU); ``all_refs`` scores it against all
+    of them (multi-reference: stream j holds each source's j-th translation, None if it has fewer).
+    """
     path = run_dir / "test.tsv"
     if not path.exists():
         raise NmtError(f"{path}: missing; pass --src and --ref to score other files")
-    pairs = read_pairs(path)
-    return TestSet(str(path), [s for s, _ in pairs], [[t for _, t in pairs]])
+    grouped: dict[str, list[str]] = {}
+    for src, tgt in read_pairs(path):
+        grouped.setdefault(src, []).append(tgt)
+    width = max(map(len, grouped.values())) if all_refs else 1
+    streams: list[list[str | None]] = [
+        [refs[j] if j < len(refs) else None for refs in grouped.values()] for j in range(width)]
+    return TestSet(str(path), list(grouped), streams)
 
 
 def _decode_lines(path: Path) -> list[str]:

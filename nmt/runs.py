@@ -17,7 +17,7 @@ import torch
 from nmt import __version__
 from nmt import checkpoint
 from nmt.config import RunConfig, read_run_config, save_config
-from nmt.devices import describe, pick_device, set_threads
+from nmt.devices import describe, pick_device, configure_cpu
 from nmt.errors import NmtError
 from nmt.fileio import atomic_write_text
 from nmt.model import build_model, count_parameters
@@ -63,7 +63,7 @@ def _new_run_dir(run_dir: Path) -> Iterator[None]:
 def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> TrainState:
     """Create ``run_dir``, prepare the data, build a seeded model and train it."""
     device = pick_device(config.train.device)
-    set_threads(config.train.threads)
+    configure_cpu(config.train.threads)
     with _new_run_dir(run_dir):
         data = prepare_run_data(config.data, run_dir, strict)
         config = config.replace(vocab=data.tokenizer.vocab_size, **absolute_sources(config.data))
@@ -92,7 +92,7 @@ def resume_run(run_dir: Path, budget: dict[str, float | int], strict: bool = Fal
     config = read_run_config(run_dir / "config.yaml")
     config = config.replace(**budget)
     device = pick_device(config.train.device)
-    set_threads(config.train.threads)
+    configure_cpu(config.train.threads)
     path = run_dir / "last.safetensors"
     tensors, meta = checkpoint.read(path)
     data = prepare_run_data(config.data, run_dir, strict, new_run=False)

@@ -29,30 +29,37 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
                   max_len: torch.Tensor) -> list[Hypothesis]:
     """Pick the most likely piece at every step until EOS or the sentence's length budget.
 
+    Finished sentences leave the batch, so one long output does not keep the others decoding.
+
     :param src: shape (batch, src_len); :param src_len: shape (batch,)
     :param max_len: most pieces to generate per sentence (EOS included), shape (batch,)
     """
-    batch = src.size(0)
+    batch, device = src.size(0), src.device
     state = model.encode(src, src_len)
-    prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
-    done = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    out_len = torch.zeros(batch, dtype=torch.long, device=src.device)  # pieces kept, EOS included
-    max_len = max_len.to(src.device)
-    tokens, weights, scores = [], [], torch.zeros(batch, device=src.device)
-    for step in range(int(max_len.max())):
+    max_len = max_len.to(device)
+    steps = int(max_len.max())
+    tokens = torch.full((batch, steps), EOS_ID, dtype=torch.long, device=device)
+    weights = torch.zeros(batch, steps, src.size(1), device=device)
+    scores = torch.zeros(batch, device=device)
+    out_len = torch.zeros(batch, dtype=torch.long, device=device)  # pieces kept, EOS included
+    alive = torch.arange(batch, device=device)  # original row of each sentence still decoding
+    prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
+    for step in range(steps):
         output, state, attn = model.decoder.step(prev, state)
-        log_probs = torch.log_softmax(model.generator(output).float(), dim=-1)  # (batch, vocab)
-        best, prev = log_probs.max(dim=-1)
-        scores += best.masked_fill(done, 0.0)
-        tokens.append(prev)
-        weights.append(attn)
-        finished = ~done & ((prev == EOS_ID) | (step + 1 >= max_len))
-        out_len = out_len.masked_fill(finished, step + 1)
-        done |= finished
-        if bool(done.all()):
-            break
-    return _collect(torch.stack(tokens, 1).tolist(), torch.stack(weights, 1), scores.tolist(),
-                    out_len.tolist(), src_len.tolist())
+        logits = model.generator(output).float()  # (alive, vocab)
+        best, prev = logits.max(dim=-1)
+        scores[alive] += best - torch.logsumexp(logits, dim=-1)  # log-probability of the pick
+        tokens[alive, step] = prev
+        weights[alive, step] = attn.to(weights.dtype)
+        finished = (prev == EOS_ID) | (step + 1 >= max_len)
+        if bool(finished.any()):
+            out_len[alive[finished]] = step + 1
+            going = (~finished).nonzero().squeeze(1)
+            if going.numel() == 0:
+                break
+            alive, prev, max_len = alive[going], prev[going], max_len[going]
+            state = state.select(going)
+    return _collect(tokens.tolist(), weights, scores.tolist(), out_len.tolist(), src_len.tolist())
 
 
 def _collect(rows: list[list[int]], weights: torch.Tensor, scores: list[float],
@@ -132,21 +139,27 @@ class _Beams:
         keep_rows = rows.gather(1, go_on).view(-1)
         self.scores = top_scores.gather(1, go_on)
         self.prev = token.gather(1, go_on).view(-1)
-        self.state = self.state.select(keep_rows)
+        self.state = self.state.reorder_beams(keep_rows)
         self.tokens = torch.cat([self.tokens[keep_rows], self.prev.unsqueeze(1)], dim=1)
         self.attn = torch.cat([self.attn[keep_rows], attn[keep_rows].unsqueeze(1)], dim=1)
         return self._drop_done(last.squeeze(1))
 
     def _finish(self, mask: torch.Tensor, scores: torch.Tensor, rows: torch.Tensor,
                 token: torch.Tensor, attn: torch.Tensor, step: int) -> None:
-        for i, j in mask.nonzero().tolist():
-            b, row = self.active[i], int(rows[i, j])
-            pieces = self.tokens[row].tolist()
-            if int(token[i, j]) != EOS_ID:
-                pieces.append(int(token[i, j]))
-            weights = torch.cat([self.attn[row], attn[row].unsqueeze(0)])[:, :self.src_len[b]]
-            score = float(scores[i, j]) / gnmt_length_penalty(step + 1, self.alpha)
-            self.finished[b].append(Hypothesis(pieces, score, weights.float().cpu()))
+        where = mask.nonzero()  # (finished, 2): (active index, candidate index)
+        if where.numel() == 0:
+            return
+        i, j = where[:, 0], where[:, 1]
+        fin_rows, fin_tokens = rows[i, j], token[i, j]
+        # All finishing candidates in a few batched ops; Python only walks the results.
+        pieces = torch.cat([self.tokens[fin_rows], fin_tokens.unsqueeze(1)], dim=1).tolist()
+        weights = torch.cat([self.attn[fin_rows], attn[fin_rows].unsqueeze(1)], dim=1).float().cpu()
+        penalty = gnmt_length_penalty(step + 1, self.alpha)
+        for a, seq, w, score in zip(i.tolist(), pieces, weights, scores[i, j].tolist()):
+            b = self.active[a]
+            if seq[-1] == EOS_ID:
+                seq.pop()
+            self.finished[b].append(Hypothesis(seq, score / penalty, w[:, :self.src_len[b]]))
 
     def _drop_done(self, last: torch.Tensor) -> bool:
         done = [bool(last[i]) or len(self.finished[b]) >= self.k for i, b in enumerate(self.active)]

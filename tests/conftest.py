@@ -46,10 +46,11 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
     return Tokenizer.train(texts, tmp_path_factory.mktemp("spm") / "spm.model", vocab_size=60)
 
 
-def tiny_model(vocab: int, bidirectional: bool = True, layers: int = 2, seed: int = 0) -> Seq2Seq:
+def tiny_model(vocab: int, bidirectional: bool = True, layers: int = 2, seed: int = 0,
+               decoder: str = "input_feeding") -> Seq2Seq:
     torch.manual_seed(seed)
     cfg = ModelConfig(embed_size=6, hidden_size=8, layers=layers, bidirectional=bidirectional,
-                      dropout=0.0, vocab=vocab)
+                      dropout=0.0, decoder=decoder, vocab=vocab)
     return build_model(cfg, PAD_ID).eval()
 
 

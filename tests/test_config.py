@@ -25,6 +25,8 @@ def test_invalid_values_are_rejected():
         build_config({}, {"corpus": "a", "src_file": "b", "tgt_file": "c"})
     with pytest.raises(ConfigError, match="even hidden_size"):
         build_config({}, {"hidden_size": 7})
+    with pytest.raises(ConfigError, match="decoder must be input_feeding or bahdanau, got 'luong'"):
+        build_config({"decoder": "luong"}, {})
 
 
 def test_saved_config_round_trips(tmp_path):

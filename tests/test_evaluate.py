@@ -24,3 +24,15 @@ def test_a_line_without_any_reference_is_an_error(tmp_path):
     (tmp_path / "ref").write_text("A\n\n")
     with pytest.raises(NmtError, match="line 2"):
         file_test_set(tmp_path / "src", [tmp_path / "ref"])
+
+
+def test_run_test_set_scores_each_source_once(tmp_path):
+    from nmt.evaluate import run_test_set
+
+    (tmp_path / "test.tsv").write_text("Go.\tVa !\nHi.\tSalut !\nGo.\tBouge !\nGo.\tMarche.\n")
+    single = run_test_set(tmp_path)
+    assert single.sources == ["Go.", "Hi."]
+    assert single.refs == [["Va !", "Salut !"]]
+    multi = run_test_set(tmp_path, all_refs=True)
+    assert multi.sources == ["Go.", "Hi."]
+    assert multi.refs == [["Va !", "Salut !"], ["Bouge !", None], ["Marche.", None]]

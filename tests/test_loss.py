@@ -1,12 +1,16 @@
 import torch
 
+import pytest
+import torch.nn.functional as F
+
 from nmt.loss import masked_cross_entropy
 from nmt.masks import lengths_to_mask
+from nmt.model import Generator
 
 
 def test_padding_contributes_nothing_to_loss_or_gradient():
     torch.manual_seed(0)
-    generator = torch.nn.Linear(8, 11)
+    generator = Generator(8, 11, dropout=0.0)
     outputs = torch.randn(2, 4, 8, requires_grad=True)
     tgt = torch.randint(0, 11, (2, 4))
     mask = lengths_to_mask(torch.tensor([4, 2]), 4)
@@ -23,8 +27,31 @@ def test_padding_contributes_nothing_to_loss_or_gradient():
 
 def test_loss_is_the_sum_over_real_tokens():
     torch.manual_seed(1)
-    generator = torch.nn.Linear(3, 5)
+    generator = Generator(3, 5, dropout=0.0)
     outputs, tgt = torch.randn(1, 3, 3), torch.tensor([[1, 2, 4]])
     mask = lengths_to_mask(torch.tensor([2]), 3)
     expected = torch.nn.functional.cross_entropy(generator(outputs[0, :2]), tgt[0, :2], reduction="sum")
     torch.testing.assert_close(masked_cross_entropy(generator, outputs, tgt, mask), expected)
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+def test_fused_loss_and_gradients_match_torch_cross_entropy(smoothing):
+    torch.manual_seed(2)
+    generator = Generator(6, 13, dropout=0.0)
+    outputs = torch.randn(3, 5, 6, dtype=torch.float64)
+    generator.double()
+    tgt = torch.randint(0, 13, (3, 5))
+    mask = lengths_to_mask(torch.tensor([5, 3, 1]), 5)
+
+    def run(loss_fn):
+        x = outputs.clone().requires_grad_(True)
+        generator.zero_grad()
+        loss = loss_fn(x)
+        loss.backward()
+        return loss.detach(), x.grad, generator.proj.weight.grad.clone(), generator.proj.bias.grad.clone()
+
+    fused = run(lambda x: masked_cross_entropy(generator, x, tgt, mask, smoothing))
+    reference = run(lambda x: F.cross_entropy(generator.proj(x[mask]), tgt[mask], reduction="sum",
+                                              label_smoothing=smoothing))
+    for got, want in zip(fused, reference):
+        torch.testing.assert_close(got, want)

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from nmt.batching import make_batch
@@ -45,3 +46,32 @@ def test_unidirectional_single_layer_model_builds_and_runs():
     model = tiny_model(vocab=30, bidirectional=False, layers=1)
     assert count_parameters(model) > 0
     assert len(_decode(model, [[5, 6, 7]])) == 1
+
+
+@pytest.mark.parametrize("decoder", ["input_feeding", "bahdanau"])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_teacher_forcing_computes_what_step_by_step_decoding_computes(decoder, layers):
+    model = tiny_model(vocab=30, layers=layers, decoder=decoder).eval()
+    batch = make_batch([[5, 6, 7], [8, 9]], [[10, 11, 12, 13], [14, 15]])
+    outputs, attn = model(batch.src, batch.src_len, batch.tgt_in)
+    state = model.encode(batch.src, batch.src_len)
+    for i in range(batch.tgt_in.size(1)):
+        output, state, weights = model.decoder.step(batch.tgt_in[:, i], state)
+        torch.testing.assert_close(outputs[:, i], output, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(attn[:, i], weights, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("decoder", ["input_feeding", "bahdanau"])
+def test_both_decoders_mask_padding_and_decode(decoder):
+    model = tiny_model(vocab=30, decoder=decoder)
+    sentence = [5, 9, 11]
+    alone = _decode(model, [sentence])[0]
+    together = _decode(model, [list(range(4, 20)), sentence, [7]])[1]
+    assert together.tokens == alone.tokens
+
+
+def test_uniform_init_keeps_padding_rows_zero():
+    model = tiny_model(vocab=30)
+    assert torch.all(model.encoder.embedding.weight[0] == 0)
+    assert torch.all(model.decoder.embedding.weight[0] == 0)
+    assert all(p.abs().max() <= 0.1 for p in model.parameters())

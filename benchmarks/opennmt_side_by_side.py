@@ -1,0 +1,213 @@
+"""Side-by-side with OpenNMT-py 3.5.1 at issue 5's reference size, on nmt's own split and pieces.
+
+OpenNMT-py gets exactly what an nmt run saw: the same training / validation / test split
+(from ``nmt.prepare``) and the run's own 8,000-piece SentencePiece model, applied by
+OpenNMT-py's ``sentencepiece`` transform (raw text in, detokenised text out, as for nmt).
+
+Install it beside nmt (it runs on torch 2.13 although its metadata asks for older)::
+
+    python -m venv --system-site-packages /tmp/onmt-venv
+    /tmp/onmt-venv/bin/pip install --no-deps OpenNMT-py==3.5.1
+    /tmp/onmt-venv/bin/pip install configargparse pyonmttok pyyaml sacrebleu \
+        spacy pyahocorasick rapidfuzz fasttext-wheel waitress   # imported by its transforms
+
+Steps (ONMT=/tmp/onmt-venv/bin; RUN is an nmt run with an 8,000-piece vocabulary)::
+
+    python benchmarks/opennmt_side_by_side.py prepare RUN WORK     # files + OpenNMT config
+    python benchmarks/opennmt_side_by_side.py throughput WORK      # 45 steps, sent/s, peak RSS
+    python benchmarks/opennmt_side_by_side.py train WORK --minutes 20   # BLEU run, saved often
+    $ONMT/python benchmarks/opennmt_side_by_side.py translate WORK # greedy/beam 5 speed, BLEU
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ONMT_BIN = Path("/tmp/onmt-venv/bin")
+
+
+def model_options(work: Path) -> dict:
+    """Issue 5's reference size in OpenNMT-py's terms (brnn = 128 units per direction)."""
+    return {
+        "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "GRU", "global_attention": "mlp",
+        "layers": 2, "hidden_size": 256, "word_vec_size": 256, "dropout": 0.2,
+        "batch_size": 128, "batch_type": "sents", "valid_batch_size": 128,
+        "optim": "adam", "learning_rate": 0.001, "label_smoothing": 0.1,
+        "seed": 1, "num_workers": 0, "report_every": 50, "valid_steps": 10**9,
+        "train_steps": 10**6, "save_model": str(work / "model"), "save_checkpoint_steps": 100,
+        "keep_checkpoint": 2,
+    }
+
+
+def write_config(work: Path, **overrides: object) -> Path:
+    import yaml
+
+    cfg = {
+        "save_data": str(work / "onmt"), "src_vocab": str(work / "vocab.txt"), "share_vocab": True,
+        "src_subword_model": str(work / "spm.model"), "tgt_subword_model": str(work / "spm.model"),
+        "data": {
+            "corpus_1": {"path_src": str(work / "train.en"), "path_tgt": str(work / "train.fr"),
+                         "transforms": ["sentencepiece"]},
+            "valid": {"path_src": str(work / "valid.en"), "path_tgt": str(work / "valid.fr"),
+                      "transforms": ["sentencepiece"]},
+        },
+    } | model_options(work) | overrides
+    path = work / ("config.yaml" if not overrides else "config-override.yaml")
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def prepare(run: Path, work: Path) -> None:
+    from nmt.bench import pick_sources
+    from nmt.config import read_run_config
+    from nmt.evaluate import run_test_set
+    from nmt.prepare import read_corpus
+    from nmt.corpus import split_by_source
+
+    cfg = read_run_config(run / "config.yaml")
+    pairs, _ = read_corpus(cfg.data)
+    split = split_by_source(pairs, cfg.data.valid_size, cfg.data.test_size)
+    work.mkdir(parents=True, exist_ok=True)
+    for name, part in (("train", split.train), ("valid", split.valid)):
+        for side, lang in ((0, "en"), (1, "fr")):
+            (work / f"{name}.{lang}").write_text("".join(p[side] + "\n" for p in part))
+    test = run_test_set(run)  # as `nmt eval`: each test source once, its first translation
+    (work / "test.en").write_text("".join(s + "\n" for s in test.sources))
+    (work / "test.fr").write_text("".join(r + "\n" for r in test.refs[0]))
+    (work / "bench.en").write_text("".join(s + "\n" for s in pick_sources(test.sources, 2000)))
+    shutil.copy(run / "spm.model", work / "spm.model")
+    config = write_config(work)
+    subprocess.run([ONMT_BIN / "onmt_build_vocab", "-config", config, "-n_sample", "-1"], check=True)
+    print(f"{work}: {len(split.train)} train, {len(split.valid)} valid pairs, {len(test.sources)} test sources")
+
+
+def _steps_and_seconds(log: str) -> list[tuple[int, float, str]]:
+    """(step, log timestamp in seconds, line) of each OpenNMT-py progress report."""
+    from datetime import datetime
+
+    found = []
+    for line in log.splitlines():
+        m = re.search(r"\[(\S+ \S+) INFO\] Step (\d+)/", line)
+        if m:
+            stamp = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            found.append((int(m.group(2)), stamp, line))
+    return found
+
+
+def throughput(work: Path, steps: int = 45, warmup: int = 5) -> None:
+    """Train ``steps`` steps from scratch; time steps warmup..steps from OpenNMT-py's own log."""
+    import yaml
+
+    log = work / "throughput.log"
+    log.unlink(missing_ok=True)
+    config = write_config(work, train_steps=steps, report_every=warmup, save_checkpoint_steps=10**9,
+                          save_model=str(work / "throughput-model"))
+    start = time.perf_counter()
+    with log.open("w") as out:
+        subprocess.run([ONMT_BIN / "onmt_train", "-config", config], check=True, stdout=out,
+                       stderr=subprocess.STDOUT)
+    wall = time.perf_counter() - start
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    reports = _steps_and_seconds(log.read_text())
+    (s0, t0, _), (s1, t1, last) = reports[0], reports[-1]
+    result = {"steps_timed": s1 - s0, "seconds": t1 - t0, "sentences_per_s": round((s1 - s0) * 128 / (t1 - t0), 1),
+              "last_report": last.strip(), "peak_rss_mb": round(peak_mb, 1), "wall_s": round(wall, 1),
+              "config": yaml.safe_load(config.read_text())["encoder_type"]}
+    n_params = re.search(r"number of parameters: (\d+)", log.read_text())
+    result["parameters"] = int(n_params.group(1)) if n_params else None
+    print(json.dumps(result, indent=2))
+
+
+def train(work: Path, minutes: float) -> None:
+    """Train for ``minutes`` of wall-clock, then stop; checkpoints land every 100 steps."""
+    config = work / "config.yaml"
+    log = (work / "train.out").open("w")
+    proc = subprocess.Popen([ONMT_BIN / "onmt_train", "-config", config], stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        proc.wait(timeout=minutes * 60)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        proc.wait()
+    log.close()
+    print(_steps_and_seconds((work / "train.out").read_text())[-1][2])
+
+
+def _latest_checkpoint(work: Path) -> Path:
+    return max(work.glob("model_step_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
+
+
+def translate(work: Path) -> None:
+    """Greedy and beam-5 throughput on bench.en (model load excluded), then BLEU on the test split."""
+    import sacrebleu
+    import torch
+
+    # OpenNMT-py 3.5.1 pickles its options into checkpoints, which torch >= 2.6 refuses by
+    # default; these are checkpoints this script just trained, so they are trusted.
+    _load = torch.load
+    torch.load = lambda *a, **k: _load(*a, **(k | {"weights_only": False}))
+    from onmt.inference_engine import InferenceEnginePY
+    from onmt.opts import translate_opts
+    from onmt.utils.parse import ArgumentParser
+
+    checkpoint = _latest_checkpoint(work)
+    bench = (work / "bench.en").read_text().splitlines()
+    test_src = (work / "test.en").read_text().splitlines()
+    refs = (work / "test.fr").read_text().splitlines()
+    results = {"checkpoint": checkpoint.name}
+    for name, beam in (("greedy", 1), ("beam 5", 5)):
+        parser = ArgumentParser()
+        translate_opts(parser)
+        opt = parser.parse_args(["-model", str(checkpoint), "-src", "dummy", "-output", "/dev/null",
+                                 "-beam_size", str(beam), "-batch_size", "128", "-batch_type", "sents",
+                                 "-gpu", "-1", "-transforms", "sentencepiece",
+                                 "-src_subword_model", str(work / "spm.model"),
+                                 "-tgt_subword_model", str(work / "spm.model")])
+        ArgumentParser.validate_translate_opts(opt)
+        ArgumentParser._get_all_transform_translate(opt)
+        ArgumentParser._validate_transforms_opts(opt)
+        ArgumentParser.validate_translate_opts_dynamic(opt)
+        engine = InferenceEnginePY(opt)
+        engine.infer_list(bench[:128])  # warm-up, as nmt bench does
+        start = time.perf_counter()
+        _, preds = engine.infer_list(bench)
+        seconds = time.perf_counter() - start
+        _, test_preds = engine.infer_list(test_src)
+        bleu = sacrebleu.corpus_bleu([p[0] for p in test_preds], [refs])
+        results[name] = {"sentences_per_s": round(len(bench) / seconds, 1), "seconds": round(seconds, 2),
+                         "test_bleu": round(bleu.score, 2), "bleu": str(bleu)}
+        print(json.dumps({name: results[name]}), flush=True)
+    (work / "translate.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("prepare")
+    a.add_argument("run", type=Path)
+    a.add_argument("work", type=Path)
+    for name in ("throughput", "translate"):
+        sub.add_parser(name).add_argument("work", type=Path)
+    a = sub.add_parser("train")
+    a.add_argument("work", type=Path)
+    a.add_argument("--minutes", type=float, default=20.0)
+    args = p.parse_args()
+    if args.cmd == "prepare":
+        prepare(args.run, args.work)
+    elif args.cmd == "throughput":
+        throughput(args.work)
+    elif args.cmd == "train":
+        train(args.work, args.minutes)
+    else:
+        translate(args.work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
