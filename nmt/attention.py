@@ -22,6 +22,29 @@ def masked_softmax(scores: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor
     return weights.type_as(scores)
 
 
+class _AdditiveScores(torch.autograd.Function):
+    """e = tanh(q + U h) · v for one query per sentence.
+
+    Backward recomputes the tanh rather than keeping the (batch, src_len, attn) activation of
+    every decoder step: on a batch of 64-piece sentences that is 0.5 GB at the reference size.
+    """
+
+    @staticmethod
+    def forward(ctx, query: torch.Tensor, proj_keys: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        query, v = query.to(proj_keys.dtype), v.to(proj_keys.dtype)  # one dtype under autocast
+        ctx.save_for_backward(query, proj_keys, v)
+        return torch.tanh(proj_keys + query.unsqueeze(1)) @ v  # (batch, src_len)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        query, proj_keys, v = ctx.saved_tensors
+        hidden = torch.tanh(proj_keys + query.unsqueeze(1))  # (batch, src_len, attn)
+        grad = grad.to(hidden.dtype).unsqueeze(2)  # (batch, src_len, 1)
+        grad_v = (grad * hidden).sum((0, 1))
+        grad_pre = grad * v * (1 - hidden * hidden)  # d tanh(x) = 1 - tanh(x)^2
+        return grad_pre.sum(1), grad_pre, grad_v
+
+
 class AdditiveAttention(nn.Module):
     """Bahdanau additive attention, eq. (6), with the key projection ``U_a h`` computed once.
 
@@ -56,8 +79,8 @@ class AdditiveAttention(nn.Module):
         :return: context, shape (batch, value_size); weights, shape (batch, src_len)
         """
         assert query.dim() == 2 and proj_keys.shape[:2] == values.shape[:2] == src_mask.shape
-        q = self.query_proj(query).unsqueeze(1)  # (batch, 1, attn_size)
-        scores = self.score(torch.tanh(q + proj_keys)).squeeze(2)  # (batch, src_len)
+        scores = _AdditiveScores.apply(self.query_proj(query), proj_keys,
+                                       self.score.weight.squeeze(0))  # (batch, src_len)
         weights = masked_softmax(scores, src_mask)  # (batch, src_len)
         context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # (batch, value_size)
         return context, weights

@@ -26,10 +26,12 @@ def max_output_lengths(src_len: torch.Tensor, ratio: float, extra: int, cap: int
 
 @torch.inference_mode()
 def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
-                  max_len: torch.Tensor) -> list[Hypothesis]:
+                  max_len: torch.Tensor, with_scores: bool = True) -> list[Hypothesis]:
     """Pick the most likely piece at every step until EOS or the sentence's length budget.
 
     Finished sentences leave the batch, so one long output does not keep the others decoding.
+    Without ``with_scores`` the hypotheses' scores are NaN: the per-step log-normaliser over
+    the vocabulary (a seventh of greedy search's time at 8,000 pieces) is skipped.
 
     :param src: shape (batch, src_len); :param src_len: shape (batch,)
     :param max_len: most pieces to generate per sentence (EOS included), shape (batch,)
@@ -48,7 +50,8 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
         output, state, attn = model.decoder.step(prev, state)
         logits = model.generator(output).float()  # (alive, vocab)
         best, prev = logits.max(dim=-1)
-        scores[alive] += best - torch.logsumexp(logits, dim=-1)  # log-probability of the pick
+        if with_scores:
+            scores[alive] += best - torch.logsumexp(logits, dim=-1)  # log-probability of the pick
         tokens[alive, step] = prev
         weights[alive, step] = attn.to(weights.dtype)
         finished = (prev == EOS_ID) | (step + 1 >= max_len)
@@ -59,6 +62,8 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
                 break
             alive, prev, max_len = alive[going], prev[going], max_len[going]
             state = state.select(going)
+    if not with_scores:
+        scores.fill_(float("nan"))
     return _collect(tokens.tolist(), weights, scores.tolist(), out_len.tolist(), src_len.tolist())
 
 
@@ -162,7 +167,7 @@ class _Beams:
             self.finished[b].append(Hypothesis(seq, score / penalty, w[:, :self.src_len[b]]))
 
     def _drop_done(self, last: torch.Tensor) -> bool:
-        done = [bool(last[i]) or len(self.finished[b]) >= self.k for i, b in enumerate(self.active)]
+        done = [cut or len(self.finished[b]) >= self.k for cut, b in zip(last.tolist(), self.active)]
         if not any(done):
             return True
         keep = [i for i, d in enumerate(done) if not d]

@@ -54,3 +54,22 @@ def test_additive_attention_matches_naive_loop():
         torch.testing.assert_close(weights[b, :n], alpha, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(context[b], (alpha[:, None] * keys[b, :n]).sum(0), rtol=1e-5, atol=1e-6)
         assert torch.all(weights[b, n:] == 0)
+
+
+def test_additive_scores_gradients_match_autograd_of_the_plain_formula():
+    from nmt.attention import _AdditiveScores
+
+    torch.manual_seed(4)
+    query, keys, v = (torch.randn(2, 7, dtype=torch.float64), torch.randn(2, 4, 7, dtype=torch.float64),
+                      torch.randn(7, dtype=torch.float64))
+    upstream = torch.randn(2, 4, dtype=torch.float64)
+
+    def grads(scores_of):
+        inputs = [t.clone().requires_grad_(True) for t in (query, keys, v)]
+        (scores_of(*inputs) * upstream).sum().backward()
+        return [t.grad for t in inputs]
+
+    fused = grads(_AdditiveScores.apply)
+    plain = grads(lambda q, k, w: torch.tanh(k + q.unsqueeze(1)) @ w)
+    for got, want in zip(fused, plain):
+        torch.testing.assert_close(got, want)

@@ -1,3 +1,5 @@
+import math
+
 import torch
 
 from nmt.batching import make_batch
@@ -101,3 +103,13 @@ def test_beam_search_finds_at_least_the_greedy_score():
     for g, (b,) in zip(greedy, beams):
         if g.attention.size(0) == len(g.tokens) + 1:  # greedy ended with EOS
             assert b.score >= g.score - 1e-4
+
+
+def test_greedy_without_scores_picks_the_same_pieces():
+    model = tiny_model(vocab=30)
+    batch = make_batch([[5, 9, 11], [7, 8], [4]])
+    budget = torch.full((3,), 10)
+    scored = greedy_search(model, batch.src, batch.src_len, budget)
+    bare = greedy_search(model, batch.src, batch.src_len, budget, with_scores=False)
+    assert [h.tokens for h in bare] == [h.tokens for h in scored]
+    assert all(math.isnan(h.score) for h in bare) and not any(math.isnan(h.score) for h in scored)
