@@ -17,7 +17,8 @@ def nmt(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subpro
 
 @pytest.fixture(scope="module")
 def memorised_run(tmp_path_factory):
-    """A tiny model trained on 24 pairs until it has memorised them."""
+    """A tiny model trained on 24 pairs until it has memorised them (validated once, at the
+    end, so best.safetensors holds the memorised weights)."""
     tmp = tmp_path_factory.mktemp("e2e")
     pairs = sorted(set(make_pairs(24, seed=5)))
     corpus = write_tsv(tmp / "tiny.tsv", pairs)
@@ -25,8 +26,8 @@ def memorised_run(tmp_path_factory):
     result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--vocab-size", "60",
                  "--embed-size", "32", "--hidden-size", "64", "--layers", "1", "--dropout", "0",
                  "--label-smoothing", "0", "--lr", "0.01", "--lr-decay", "1", "--batch-size", "8",
-                 "--max-steps", "300", "--epochs", "1000",
-                 "--valid-every", "100", "--device", "cpu", "--seed", "3")
+                 "--max-steps", "600", "--epochs", "1000",
+                 "--valid-every", "600", "--device", "cpu", "--seed", "3")
     assert result.returncode == 0, result.stderr
     held = {line.split("\t")[0] for name in ("valid.tsv", "test.tsv")
             for line in (run / name).read_text().splitlines()}
