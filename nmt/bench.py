@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -164,10 +164,10 @@ def test_sources(run: Path, sentences: int) -> list[str]:
     return pick_sources(run_test_set(run).sources, sentences)
 
 
-def run_bench(config: RunConfig, pairs: int, steps: int, warmup: int,
-              load_trained: Callable[[], tuple[Any, Any] | None], sources: Callable[[], list[str]],
-              beam: int, batch_size: int) -> BenchResult:
-    """All phases; translation only when ``load_trained`` gives a (model, tokenizer) pair.
+def run_bench(config: RunConfig, pairs: int, steps: int, warmup: int, run: Path | None,
+              sentences: int, beam: int, batch_size: int) -> BenchResult:
+    """All phases; the translation phases only with a trained ``run``, translating
+    ``sentences`` of its test sources.
 
     The trained model is loaded after the training phase so it does not count in that peak.
     """
@@ -175,10 +175,9 @@ def run_bench(config: RunConfig, pairs: int, steps: int, warmup: int,
     device = pick_device(config.train.device)
     result = BenchResult(settings(device))
     result.train = bench_training(config, pairs, steps, warmup)
-    trained = load_trained()
-    if trained is not None:
-        model, tokenizer = trained
-        texts = sources()
+    if run is not None:
+        model, tokenizer = load_translation_model(run, config.train.device)
+        texts = test_sources(run, sentences)
         for name, width in (("greedy", 1), (f"beam {beam}", beam)):
             translator = Translator(model, tokenizer, device, beam=width,
                                     length_penalty=DEFAULT_LENGTH_PENALTY)

@@ -373,7 +373,7 @@ def bench(
     import dataclasses
     import json
 
-    from nmt.bench import load_translation_model, run_bench, test_sources, translation_run
+    from nmt.bench import run_bench, translation_run
     from nmt.checkpoint import weights_file
     from nmt.config import read_run_config
     from nmt.fileio import atomic_write_text
@@ -390,11 +390,10 @@ def bench(
         run = translation_run(checkpoint)
         if run is None:
             err.print("no trained run in checkpoints/: skipping the translation phases")
-        else:
-            read_run_config(run / "config.yaml"), weights_file(run)  # fail now, not after training
-        result = run_bench(cfg, pairs, steps, warmup,
-                           lambda: load_translation_model(run, device) if run else None,
-                           lambda: test_sources(run, sentences), beam, translate_batch)
+        else:  # a broken run fails now, not after the training phase
+            read_run_config(run / "config.yaml")
+            weights_file(run)
+        result = run_bench(cfg, pairs, steps, warmup, run, sentences, beam, translate_batch)
         record = dataclasses.asdict(result) | {"translation_run": str(run) if run else None}
         atomic_write_text(json_out, json.dumps(record, indent=2) + "\n")
         Console().print(bench_table(record))

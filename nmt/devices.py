@@ -52,7 +52,7 @@ def configure_cpu(threads: int) -> None:
     OS and page-faults it in again on the next step; on this project's 2-core CPU that made
     a 41 MB softmax 3x slower than the arithmetic. Raising its mmap and trim thresholds
     keeps the blocks for reuse, the fix PyTorch's CPU tuning guide gets from jemalloc or
-    tcmalloc. Training went from 283 to 309 sentences/s at the reference size (``nmt bench``).
+    tcmalloc. Training went from 283 to 309 sentences/s at the reference size (40-step profile).
     """
     if threads == 0:
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

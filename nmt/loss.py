@@ -29,7 +29,7 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
         loss = lse.sum() - (1 - eps) * logits.gather(1, gold.unsqueeze(1)).sum()
         if eps:
             loss = loss - eps * logits.mean(dim=1).sum()
-        if ctx.needs_input_grad[0] or ctx.needs_input_grad[1]:
+        if any(ctx.needs_input_grad[:3]):
             ctx.save_for_backward(x, weight, logits.sub_(lse.unsqueeze(1)).exp_(), gold)
             ctx.eps = eps
         return loss
@@ -46,17 +46,6 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
         return grad @ weight.to(x.dtype), grad.t() @ x, grad.sum(0), None, None
 
 
-def projected_cross_entropy(generator: nn.Module, real: torch.Tensor, gold: torch.Tensor,
-                            label_smoothing: float = 0.0) -> torch.Tensor:
-    """Summed (label-smoothed) cross-entropy of ``generator``'s logits for ``real``.
-
-    :param real: decoder outputs at real positions, shape (n_tokens, hidden)
-    :param gold: their gold pieces, shape (n_tokens,)
-    """
-    return _ProjectedSmoothedCE.apply(generator.dropout(real), generator.proj.weight,
-                                      generator.proj.bias, gold, label_smoothing)
-
-
 def masked_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: torch.Tensor,
                          tgt_mask: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
     """Summed token cross-entropy; the generator runs once over the real positions alone.
@@ -66,4 +55,6 @@ def masked_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: t
     :param tgt_mask: True at real target tokens, shape (batch, tgt_len)
     :return: scalar sum over real tokens; divide by ``tgt_mask.sum()`` for the mean
     """
-    return projected_cross_entropy(generator, outputs[tgt_mask], tgt_out[tgt_mask], label_smoothing)
+    real = generator.dropout(outputs[tgt_mask])  # (n_tokens, hidden)
+    return _ProjectedSmoothedCE.apply(real, generator.proj.weight, generator.proj.bias,
+                                      tgt_out[tgt_mask], label_smoothing)
