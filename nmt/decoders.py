@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt.attention import AdditiveAttention
+from nmt.dropout import Dropout, dropout
 
 
 class DecoderState(NamedTuple):
@@ -62,7 +63,7 @@ class _AttentionGRUDecoder(nn.Module):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
         self.attention = AdditiveAttention(hidden_size, hidden_size, hidden_size)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = nn.GRU(hidden_size + embed_size, hidden_size, num_layers=layers,
                           batch_first=True, dropout=dropout if layers > 1 else 0.0)
 
@@ -107,7 +108,7 @@ class _AttentionGRUDecoder(nn.Module):
         rnn = self.rnn
         for layer in range(rnn.num_layers):
             if layer:  # nn.GRU's dropout between layers
-                below = F.dropout(hidden[layer - 1], rnn.dropout, self.training)
+                below = dropout(hidden[layer - 1], rnn.dropout, self.training)
                 gates = F.linear(below, getattr(rnn, f"weight_ih_l{layer}"),
                                  getattr(rnn, f"bias_ih_l{layer}"))
             hidden[layer] = _gru_cell(gates, hidden[layer], getattr(rnn, f"weight_hh_l{layer}"),

@@ -5,6 +5,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from nmt.dropout import Dropout
+
 
 class GRUEncoder(nn.Module):
     """Embeds the source and runs a packed GRU over it, so padding never reaches a state."""
@@ -15,7 +17,7 @@ class GRUEncoder(nn.Module):
         self.layers = layers
         self.bidirectional = bidirectional
         self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         directions = 2 if bidirectional else 1
         self.rnn = nn.GRU(embed_size, hidden_size // directions, num_layers=layers,
                           batch_first=True, bidirectional=bidirectional,

@@ -6,6 +6,7 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.decoders import DECODERS, DecoderState
+from nmt.dropout import Dropout
 from nmt.encoders import GRUEncoder
 from nmt.masks import lengths_to_mask
 
@@ -15,7 +16,7 @@ class Generator(nn.Module):
 
     def __init__(self, hidden_size: int, vocab_size: int, dropout: float) -> None:
         super().__init__()
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.proj = nn.Linear(hidden_size, vocab_size)
 
     def forward(self, outputs: torch.Tensor) -> torch.Tensor:
