@@ -114,27 +114,28 @@ class _Beams:
         batch, device = src.size(0), src.device
         self.model, self.k, self.alpha = model, beam, alpha
         self.src_len = src_len.tolist()
-        self.state = model.encode(src, src_len).select(
-            torch.arange(batch, device=device).repeat_interleave(beam))
+        # All beams would start identical, so the first step runs one row per sentence
+        # (``width`` 1) and its best candidates seed the beams.
+        self.state = model.encode(src, src_len)
+        self.width = 1  # rows per active sentence
         self.active = list(range(batch))  # original index of each active sentence
         self.max_len = max_len
-        self.scores = torch.full((batch, beam), float("-inf"), device=device)
-        self.scores[:, 0] = 0.0  # all beams start identical: expand only the first
-        self.prev = torch.full((batch * beam,), BOS_ID, dtype=torch.long, device=device)
-        self.tokens = torch.zeros(batch * beam, 0, dtype=torch.long, device=device)
-        self.attn = torch.zeros(batch * beam, 0, src.size(1), device=device)
+        self.scores = torch.zeros(batch, 1, device=device)
+        self.prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
+        self.tokens = torch.zeros(batch, 0, dtype=torch.long, device=device)
+        self.attn = torch.zeros(batch, 0, src.size(1), device=device)
         self.finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
 
     def advance(self, step: int) -> bool:
         """Expand every beam by one piece; returns whether any sentence is still searching."""
-        n, k = len(self.active), self.k
+        n, k, width = len(self.active), self.k, self.width
         output, self.state, attn = self.model.decoder.step(self.prev, self.state)
         log_probs = torch.log_softmax(self.model.generator(output).float(), dim=-1)
         vocab = log_probs.size(-1)
-        cand = (self.scores.view(n * k, 1) + log_probs).view(n, k * vocab)
+        cand = (self.scores.view(n * width, 1) + log_probs).view(n, width * vocab)
         top_scores, top = cand.topk(2 * k, dim=1)  # (n, 2k), best first
         origin, token = top // vocab, top % vocab
-        rows = torch.arange(n, device=cand.device).unsqueeze(1) * k + origin  # (n, 2k)
+        rows = torch.arange(n, device=cand.device).unsqueeze(1) * width + origin  # (n, 2k)
         is_eos = token == EOS_ID
         last = (step + 1 >= self.max_len).unsqueeze(1)  # (n, 1)
         in_top_k = torch.arange(2 * k, device=cand.device) < k
@@ -144,7 +145,9 @@ class _Beams:
         keep_rows = rows.gather(1, go_on).view(-1)
         self.scores = top_scores.gather(1, go_on)
         self.prev = token.gather(1, go_on).view(-1)
-        self.state = self.state.reorder_beams(keep_rows)
+        # After the first step, rows move only among their own sentence's beams.
+        self.state = (self.state.reorder_beams if width == k else self.state.select)(keep_rows)
+        self.width = k
         self.tokens = torch.cat([self.tokens[keep_rows], self.prev.unsqueeze(1)], dim=1)
         self.attn = torch.cat([self.attn[keep_rows], attn[keep_rows].unsqueeze(1)], dim=1)
         return self._drop_done(last.squeeze(1))
