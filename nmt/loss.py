@@ -57,4 +57,4 @@ def masked_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: t
     """
     real = generator.dropout(outputs[tgt_mask])  # (n_tokens, hidden)
     return _ProjectedSmoothedCE.apply(real, generator.proj.weight, generator.proj.bias,
-                                      tgt_out[tgt_mask], label_smoothing)
+                                      generator.positions(tgt_out[tgt_mask]), label_smoothing)

@@ -14,7 +14,7 @@ from nmt.config import DataConfig
 from nmt.corpus import ReadReport, Split, read_parallel, read_tsv, split_by_source
 from nmt.errors import NmtError
 from nmt.fileio import atomic_path, atomic_write_lines
-from nmt.tokenizer import Tokenizer
+from nmt.tokenizer import EOS_ID, UNK_ID, Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,11 @@ class RunData:
     split: Split
     report: ReadReport
     dropped_long: int
+
+    @property
+    def output_pieces(self) -> list[int]:
+        """The ids a translation may contain: EOS, UNK and every piece of a training target."""
+        return sorted({EOS_ID, UNK_ID}.union(*map(set, self.train_tgt)))
 
 
 def download_fra_eng(target: Path) -> None:

@@ -66,12 +66,14 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
     configure_cpu(config.train.threads)
     with _new_run_dir(run_dir):
         data = prepare_run_data(config.data, run_dir, strict)
-        config = config.replace(vocab=data.tokenizer.vocab_size, **absolute_sources(config.data))
+        pieces = data.output_pieces
+        config = config.replace(vocab=data.tokenizer.vocab_size, output_pieces=len(pieces),
+                                **absolute_sources(config.data))
         save_config(config, run_dir / "config.yaml")
     torch.manual_seed(config.train.seed)
-    model = build_model(config.model, PAD_ID).to(device)
-    log.info("run %s: %d parameters, vocabulary %d", run_dir, count_parameters(model),
-             data.tokenizer.vocab_size)
+    model = build_model(config.model, PAD_ID, pieces).to(device)
+    log.info("run %s: %d parameters, vocabulary %d, %d of its pieces in targets", run_dir,
+             count_parameters(model), data.tokenizer.vocab_size, len(pieces))
     trainer = Trainer(config, model, data, run_dir, device)
     start = time.time()
     state = trainer.run()

@@ -48,8 +48,9 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
     prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     for step in range(steps):
         output, state, attn = model.decoder.step(prev, state)
-        logits = model.generator(output).float()  # (alive, vocab)
+        logits = model.generator(output).float()  # (alive, outputs)
         best, prev = logits.max(dim=-1)
+        prev = model.generator.piece_ids(prev)
         if with_scores:
             scores[alive] += best - torch.logsumexp(logits, dim=-1)  # log-probability of the pick
         tokens[alive, step] = prev
@@ -134,7 +135,7 @@ class _Beams:
         vocab = log_probs.size(-1)
         cand = (self.scores.view(n * width, 1) + log_probs).view(n, width * vocab)
         top_scores, top = cand.topk(2 * k, dim=1)  # (n, 2k), best first
-        origin, token = top // vocab, top % vocab
+        origin, token = top // vocab, self.model.generator.piece_ids(top % vocab)
         rows = torch.arange(n, device=cand.device).unsqueeze(1) * width + origin  # (n, 2k)
         is_eos = token == EOS_ID
         last = (step + 1 >= self.max_len).unsqueeze(1)  # (n, 1)
