@@ -13,10 +13,16 @@ Install it beside nmt (it runs on torch 2.13 although its metadata asks for olde
 
 Steps (ONMT=/tmp/onmt-venv/bin; RUN is an nmt run with an 8,000-piece vocabulary)::
 
-    python benchmarks/opennmt_side_by_side.py prepare RUN WORK     # files + OpenNMT config
+    python benchmarks/opennmt_side_by_side.py prepare RUN WORK [--separate-vocab]  # files + config
     python benchmarks/opennmt_side_by_side.py throughput WORK      # 45 steps, sent/s, peak RSS
     python benchmarks/opennmt_side_by_side.py train WORK --minutes 20   # BLEU run, saved often
     $ONMT/python benchmarks/opennmt_side_by_side.py translate WORK # greedy/beam 5 speed, BLEU
+
+Vocabularies: by default OpenNMT-py shares one vocabulary (every piece of both sides) between
+source and target, so its generator scores all ~8,000 pieces. nmt's generator scores only the
+pieces of training targets (5,646 on fra-eng); ``--separate-vocab`` (OpenNMT-py's own default,
+``share_vocab: false``) gives OpenNMT-py a target vocabulary of those same pieces, so both
+output layers do the same work.
 """
 from __future__ import annotations
 
@@ -46,11 +52,25 @@ def model_options(work: Path) -> dict:
     }
 
 
+def vocab_options(work: Path, separate: bool | None = None) -> dict:
+    """Shared (one vocabulary from both sides) or separate source and target vocabularies;
+    ``prepare`` records the choice in WORK for the later steps."""
+    marker = work / "separate-vocab"
+    if separate is None:
+        separate = marker.exists()
+    elif separate:
+        marker.touch()
+    if separate:
+        return {"src_vocab": str(work / "vocab.src"), "tgt_vocab": str(work / "vocab.tgt"),
+                "share_vocab": False}
+    return {"src_vocab": str(work / "vocab.txt"), "share_vocab": True}
+
+
 def write_config(work: Path, **overrides: object) -> Path:
     import yaml
 
     cfg = {
-        "save_data": str(work / "onmt"), "src_vocab": str(work / "vocab.txt"), "share_vocab": True,
+        "save_data": str(work / "onmt"), **vocab_options(work),
         "src_subword_model": str(work / "spm.model"), "tgt_subword_model": str(work / "spm.model"),
         "data": {
             "corpus_1": {"path_src": str(work / "train.en"), "path_tgt": str(work / "train.fr"),
@@ -64,7 +84,7 @@ def write_config(work: Path, **overrides: object) -> Path:
     return path
 
 
-def prepare(run: Path, work: Path) -> None:
+def prepare(run: Path, work: Path, separate_vocab: bool) -> None:
     from nmt.bench import pick_sources
     from nmt.config import read_run_config
     from nmt.evaluate import run_test_set
@@ -83,6 +103,7 @@ def prepare(run: Path, work: Path) -> None:
     (work / "test.fr").write_text("".join(r + "\n" for r in test.refs[0]))
     (work / "bench.en").write_text("".join(s + "\n" for s in pick_sources(test.sources, 2000)))
     shutil.copy(run / "spm.model", work / "spm.model")
+    vocab_options(work, separate_vocab)
     config = write_config(work)
     subprocess.run([ONMT_BIN / "onmt_build_vocab", "-config", config, "-n_sample", "-1"], check=True)
     print(f"{work}: {len(split.train)} train, {len(split.valid)} valid pairs, {len(test.sources)} test sources")
@@ -190,6 +211,8 @@ def main() -> None:
     a = sub.add_parser("prepare")
     a.add_argument("run", type=Path)
     a.add_argument("work", type=Path)
+    a.add_argument("--separate-vocab", action="store_true",
+                   help="source and target vocabularies of their own side's pieces")
     for name in ("throughput", "translate"):
         sub.add_parser(name).add_argument("work", type=Path)
     a = sub.add_parser("train")
@@ -197,7 +220,7 @@ def main() -> None:
     a.add_argument("--minutes", type=float, default=20.0)
     args = p.parse_args()
     if args.cmd == "prepare":
-        prepare(args.run, args.work)
+        prepare(args.run, args.work, args.separate_vocab)
     elif args.cmd == "throughput":
         throughput(args.work)
     elif args.cmd == "train":
