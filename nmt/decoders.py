@@ -139,9 +139,9 @@ class BahdanauDecoder(_AttentionGRUDecoder):
         w_context = self.rnn.weight_ih_l0[:, :size]
         hidden = list(state.hidden.unbind(0))
         outputs, weights = [], []
-        for i in range(tgt_in.size(1)):
+        for gates in embed_gates.unbind(1):  # one gradient buffer for all steps, not one per step
             context, w = self._attend(hidden[-1], state)
-            outputs.append(self._cells(embed_gates[:, i] + F.linear(context, w_context), hidden))
+            outputs.append(self._cells(gates + F.linear(context, w_context), hidden))
             weights.append(w)
         return torch.stack(outputs, dim=1), torch.stack(weights, dim=1)
 
@@ -181,8 +181,8 @@ class InputFeedingDecoder(_AttentionGRUDecoder):
         w_feed = self.rnn.weight_ih_l0[:, embed_size:]
         hidden, feed = list(state.hidden.unbind(0)), state.feed
         outputs, weights = [], []
-        for i in range(tgt_in.size(1)):
-            top = self._cells(embed_gates[:, i] + F.linear(self.dropout(feed), w_feed), hidden)
+        for gates in embed_gates.unbind(1):  # one gradient buffer for all steps, not one per step
+            top = self._cells(gates + F.linear(self.dropout(feed), w_feed), hidden)
             feed, w = self._attentional(top, state)
             outputs.append(feed)
             weights.append(w)
@@ -197,7 +197,9 @@ def _gru_cell(input_gates: torch.Tensor, h: torch.Tensor, w_hh: torch.Tensor,
     """``nn.GRU``'s cell given its input projection W_i x + b_i, shape (batch, 3*hidden),
     gates in PyTorch's order (reset, update, new); h: shape (batch, hidden)."""
     size = h.size(1)
-    hidden_gates = F.linear(h, w_hh, b_hh)  # (batch, 3*hidden)
-    reset, update = torch.sigmoid(input_gates[:, :2 * size] + hidden_gates[:, :2 * size]).chunk(2, 1)
-    new = torch.tanh(input_gates[:, 2 * size:] + reset * hidden_gates[:, 2 * size:])
+    # split, not slicing: a slice's backward writes into a zero-filled full-width gradient.
+    in_ru, in_new = input_gates.split([2 * size, size], dim=1)
+    h_ru, h_new = F.linear(h, w_hh, b_hh).split([2 * size, size], dim=1)
+    reset, update = torch.sigmoid(in_ru + h_ru).chunk(2, 1)
+    new = torch.tanh(in_new + reset * h_new)
     return new + update * (h - new)
