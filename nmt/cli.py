@@ -148,8 +148,9 @@ def train(
             cfg = build_config(load_config_file(config) if config else {}, flags)
             run = run_dir or new_run_dir()
             state = train_new_run(cfg, run, strict)
-        err.print(f"run saved in [bold]{run}[/]: {state.step} steps, best validation BLEU "
-                  f"{state.best_bleu:.2f}", highlight=False)
+        best = f"{state.best_bleu:.2f}" if state.best_bleu >= 0 else "none yet (stopped before validating)"
+        err.print(f"run saved in [bold]{run}[/]: {state.step} steps, best validation BLEU {best}",
+                  highlight=False)
 
 
 def _read_input_lines(path: Path | None) -> list[str]:

@@ -62,6 +62,7 @@ def test_a_signal_saves_a_checkpoint_and_resume_continues(corpus, tmp_path, sig)
     process.send_signal(sig)
     assert process.wait(timeout=60) == 0, log.read_text()
     assert "received" in log.read_text() and "Traceback" not in log.read_text()
+    assert "BLEU -1" not in log.read_text()  # no sentinel when it stopped before validating
     step = _saved_step(run)
     assert step > 0
     result = nmt("train", "--resume", str(run), "--max-steps", str(step + 20))
