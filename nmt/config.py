@@ -44,8 +44,9 @@ class ModelConfig:
     decoder: str = "input_feeding"  # or "bahdanau" (d2l.ai's); see nmt/decoders.py
     init_range: float = 0.1  # weights start uniform in +-init_range; 0: PyTorch's defaults
     vocab: int = 0  # pieces in the trained tokenizer; set by nmt train, not by the user
-    output_pieces: int = 0  # pieces the generator scores (those in training targets); set by
-    #                         nmt train; 0 = all (runs from before the generator was restricted)
+    source_pieces: int = 0  # pieces with encoder rows (those in training sources, and specials)
+    target_pieces: int = 0  # pieces with decoder and generator rows (in training targets, specials)
+    #                         both set by nmt train; 0 = every piece (runs made before that)
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,9 @@ class RunConfig:
         _check(m.decoder in ("input_feeding", "bahdanau"),
                f"decoder must be input_feeding or bahdanau, got {m.decoder!r}")
         _check(m.init_range >= 0, f"init_range must be >= 0, got {m.init_range}")
-        _check(0 <= m.output_pieces <= m.vocab or not m.vocab,
-               f"output_pieces must be in [0, vocab], got {m.output_pieces}")
+        for name in ("source_pieces", "target_pieces"):
+            _check(0 <= getattr(m, name) <= m.vocab or not m.vocab,
+                   f"{name} must be in [0, vocab], got {getattr(m, name)}")
         _check(t.epochs >= 1, f"epochs must be >= 1, got {t.epochs}")
         _check(t.max_steps is None or t.max_steps >= 1, f"max_steps must be >= 1, got {t.max_steps}")
         _check(t.max_minutes is None or t.max_minutes > 0,

@@ -23,6 +23,7 @@ from torch import nn
 
 from nmt.attention import AdditiveAttention
 from nmt.dropout import Dropout, dropout
+from nmt.pieces import PieceEmbedding, PieceMap
 
 
 class DecoderState(NamedTuple):
@@ -59,9 +60,10 @@ class _AttentionGRUDecoder(nn.Module):
     """The shared parts; subclasses wire them in :meth:`_step` and :meth:`forward`."""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, layers: int,
-                 dropout: float, pad_id: int) -> None:
+                 dropout: float, pad_id: int, pieces: PieceMap | None = None) -> None:
+        """``pieces``: the target pieces with embedding rows; every piece if None."""
         super().__init__()
-        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.embedding = PieceEmbedding(vocab_size, embed_size, pad_id, pieces)
         self.attention = AdditiveAttention(hidden_size, hidden_size, hidden_size)
         self.dropout = Dropout(dropout)
         self.rnn = nn.GRU(hidden_size + embed_size, hidden_size, num_layers=layers,
@@ -151,8 +153,8 @@ class InputFeedingDecoder(_AttentionGRUDecoder):
     h~_i = tanh(W_c [c_i; s_i]); the generator reads h~_i and the next step is fed it."""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, layers: int,
-                 dropout: float, pad_id: int) -> None:
-        super().__init__(vocab_size, embed_size, hidden_size, layers, dropout, pad_id)
+                 dropout: float, pad_id: int, pieces: PieceMap | None = None) -> None:
+        super().__init__(vocab_size, embed_size, hidden_size, layers, dropout, pad_id, pieces)
         self.output_layer = nn.Linear(2 * hidden_size, hidden_size)  # W_c, Luong et al. eq. (5)
 
     def _attentional(self, top: torch.Tensor, state: DecoderState

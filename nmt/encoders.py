@@ -6,17 +6,19 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.dropout import Dropout
+from nmt.pieces import PieceEmbedding, PieceMap
 
 
 class GRUEncoder(nn.Module):
     """Embeds the source and runs a packed GRU over it, so padding never reaches a state."""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, layers: int,
-                 bidirectional: bool, dropout: float, pad_id: int) -> None:
+                 bidirectional: bool, dropout: float, pad_id: int, pieces: PieceMap | None = None) -> None:
+        """``pieces``: the source pieces with embedding rows; every piece if None."""
         super().__init__()
         self.layers = layers
         self.bidirectional = bidirectional
-        self.embedding = nn.Embedding(vocab_size, embed_size, padding_idx=pad_id)
+        self.embedding = PieceEmbedding(vocab_size, embed_size, pad_id, pieces)
         self.dropout = Dropout(dropout)
         directions = 2 if bidirectional else 1
         self.rnn = nn.GRU(embed_size, hidden_size // directions, num_layers=layers,

@@ -33,8 +33,8 @@ def model_card(run_dir: Path) -> dict[str, Any]:
     summary_path = run_dir / "run.json"
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
     tensors, _ = read(weights_file(run_dir))
-    buffers = ("model.generator.pieces", "model.generator.position")  # ids, not parameters
-    n_params = sum(t.numel() for k, t in tensors.items() if k.startswith("model.") and k not in buffers)
+    n_params = sum(t.numel() for k, t in tensors.items()  # piece maps hold ids, not parameters
+                   if k.startswith("model.") and not k.endswith((".pieces.pieces", ".pieces.position")))
     m = config.model
     records = read_metrics(run_dir / "metrics.jsonl")
     best = max(records, key=lambda r: r["valid_bleu"]) if records else {}
@@ -45,8 +45,8 @@ def model_card(run_dir: Path) -> dict[str, Any]:
                          + ("input feeding (Luong)" if m.decoder == "input_feeding" else "Bahdanau (d2l)")),
         "sizes": {"embed": m.embed_size, "hidden": m.hidden_size, "dropout": m.dropout},
         "parameters": n_params,
-        "vocabulary": (f"joint SentencePiece unigram, {m.vocab} pieces, "
-                       f"{m.output_pieces or m.vocab} of them scored as outputs"),
+        "vocabulary": (f"joint SentencePiece unigram, {m.vocab} pieces: rows for "
+                       f"{m.source_pieces or m.vocab} in sources, {m.target_pieces or m.vocab} in targets"),
         "corpus": summary.get("corpus", config.data.corpus or config.data.src_file),
         "pairs": summary.get("pairs", "unknown (run unfinished)"),
         "training": {"steps": summary.get("steps", records[-1]["step"] if records else 0),

@@ -9,31 +9,23 @@ from nmt.decoders import DECODERS, DecoderState
 from nmt.dropout import Dropout
 from nmt.encoders import GRUEncoder
 from nmt.masks import lengths_to_mask
-from nmt.tokenizer import UNK_ID
+from nmt.pieces import PieceMap
 
 
 class Generator(nn.Module):
     """Projects decoder outputs to logits over the pieces a translation may contain.
 
-    With ``pieces`` (the tokenizer ids seen in training targets, specials included) it
-    scores only those: a joint vocabulary's source-only pieces can never be a correct output,
-    and at 8,000 joint pieces on fra-eng they are 29% of the output layer's work. Position i
-    of the logits is piece ``pieces[i]``; any other piece counts as UNK in the loss. Without
-    ``pieces`` (runs made before this) it scores every piece and positions are piece ids.
+    With ``pieces`` (see :mod:`nmt.pieces`) logit position i is piece ``pieces.ids(i)`` and
+    any other piece counts as UNK in the loss; without (runs made before that) it scores
+    every piece and positions are tokenizer ids.
     """
 
     def __init__(self, hidden_size: int, vocab_size: int, dropout: float,
-                 pieces: torch.Tensor | None = None) -> None:
+                 pieces: PieceMap | None = None) -> None:
         super().__init__()
         self.dropout = Dropout(dropout)
-        self.restricted = pieces is not None
-        self.proj = nn.Linear(hidden_size, len(pieces) if self.restricted else vocab_size)
-        if self.restricted:
-            position = torch.full((vocab_size,), -1, dtype=torch.long)
-            position[pieces] = torch.arange(len(pieces))
-            position[position < 0] = position[UNK_ID]
-            self.register_buffer("pieces", pieces.clone())  # (outputs,)
-            self.register_buffer("position", position)  # (vocab,)
+        self.pieces = pieces
+        self.proj = nn.Linear(hidden_size, len(pieces) if pieces is not None else vocab_size)
 
     def forward(self, outputs: torch.Tensor) -> torch.Tensor:
         """:param outputs: shape (..., hidden) :return: logits, shape (..., outputs)"""
@@ -41,11 +33,11 @@ class Generator(nn.Module):
 
     def positions(self, ids: torch.Tensor) -> torch.Tensor:
         """Logit positions of tokenizer ids (UNK's for pieces it does not score)."""
-        return self.position[ids] if self.restricted else ids
+        return self.pieces.rows(ids) if self.pieces is not None else ids
 
     def piece_ids(self, positions: torch.Tensor) -> torch.Tensor:
         """Tokenizer ids of logit positions."""
-        return self.pieces[positions] if self.restricted else positions
+        return self.pieces.ids(positions) if self.pieces is not None else positions
 
 
 class Seq2Seq(nn.Module):
@@ -73,21 +65,25 @@ class Seq2Seq(nn.Module):
         return self.decoder(tgt_in, self.encode(src, src_len))
 
 
-def build_model(cfg: ModelConfig, pad_id: int, output_pieces: list[int] | None = None) -> Seq2Seq:
+def build_model(cfg: ModelConfig, pad_id: int, source_pieces: list[int] | None = None,
+                target_pieces: list[int] | None = None) -> Seq2Seq:
     """Build a model from its config; the caller seeds torch for reproducible initial weights.
 
-    ``output_pieces`` are the ``cfg.output_pieces`` ids the generator scores; without them a
-    restricted generator is built to receive a checkpoint's (zeros until it is loaded).
+    ``source_pieces``/``target_pieces`` are the ids each side has rows for (``cfg.source_pieces``
+    and ``cfg.target_pieces`` of them, see :mod:`nmt.pieces`); without them those sides are
+    built as placeholders to receive a checkpoint. Counts of 0 give every side every piece.
     """
+    def side(count: int, pieces: list[int] | None) -> PieceMap | None:
+        if not count:
+            return None
+        assert pieces is None or len(pieces) == count, "pieces do not match the config"
+        return PieceMap(pieces if pieces is not None else count, cfg.vocab)
+
     encoder = GRUEncoder(cfg.vocab, cfg.embed_size, cfg.hidden_size, cfg.layers,
-                         cfg.bidirectional, cfg.dropout, pad_id)
+                         cfg.bidirectional, cfg.dropout, pad_id, side(cfg.source_pieces, source_pieces))
     decoder = DECODERS[cfg.decoder](cfg.vocab, cfg.embed_size, cfg.hidden_size, cfg.layers,
-                                    cfg.dropout, pad_id)
-    pieces = None
-    if cfg.output_pieces:
-        pieces = torch.tensor(output_pieces if output_pieces is not None else [0] * cfg.output_pieces)
-        assert len(pieces) == cfg.output_pieces, "output_pieces does not match the config"
-    generator = Generator(cfg.hidden_size, cfg.vocab, cfg.dropout, pieces)
+                                    cfg.dropout, pad_id, side(cfg.target_pieces, target_pieces))
+    generator = Generator(cfg.hidden_size, cfg.vocab, cfg.dropout, side(cfg.target_pieces, target_pieces))
     model = Seq2Seq(encoder, decoder, generator)
     if cfg.init_range:
         _init_uniform(model, cfg.init_range, pad_id)

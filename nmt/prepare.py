@@ -14,7 +14,8 @@ from nmt.config import DataConfig
 from nmt.corpus import ReadReport, Split, read_parallel, read_tsv, split_by_source
 from nmt.errors import NmtError
 from nmt.fileio import atomic_path, atomic_write_lines
-from nmt.tokenizer import EOS_ID, UNK_ID, Tokenizer
+from nmt.pieces import side_pieces
+from nmt.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +36,14 @@ class RunData:
     dropped_long: int
 
     @property
-    def output_pieces(self) -> list[int]:
-        """The ids a translation may contain: EOS, UNK and every piece of a training target."""
-        return sorted({EOS_ID, UNK_ID}.union(*map(set, self.train_tgt)))
+    def source_pieces(self) -> list[int]:
+        """Ids the encoder has rows for: the specials and every piece of a training source."""
+        return side_pieces(self.train_src)
+
+    @property
+    def target_pieces(self) -> list[int]:
+        """Ids the decoder reads and the generator scores: specials and training-target pieces."""
+        return side_pieces(self.train_tgt)
 
 
 def download_fra_eng(target: Path) -> None:

@@ -66,14 +66,14 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
     configure_cpu(config.train.threads)
     with _new_run_dir(run_dir):
         data = prepare_run_data(config.data, run_dir, strict)
-        pieces = data.output_pieces
-        config = config.replace(vocab=data.tokenizer.vocab_size, output_pieces=len(pieces),
-                                **absolute_sources(config.data))
+        source, target = data.source_pieces, data.target_pieces
+        config = config.replace(vocab=data.tokenizer.vocab_size, source_pieces=len(source),
+                                target_pieces=len(target), **absolute_sources(config.data))
         save_config(config, run_dir / "config.yaml")
     torch.manual_seed(config.train.seed)
-    model = build_model(config.model, PAD_ID, pieces).to(device)
-    log.info("run %s: %d parameters, vocabulary %d, %d of its pieces in targets", run_dir,
-             count_parameters(model), data.tokenizer.vocab_size, len(pieces))
+    model = build_model(config.model, PAD_ID, source, target).to(device)
+    log.info("run %s: %d parameters, vocabulary %d: %d pieces in sources, %d in targets", run_dir,
+             count_parameters(model), data.tokenizer.vocab_size, len(source), len(target))
     trainer = Trainer(config, model, data, run_dir, device)
     start = time.time()
     state = trainer.run()
