@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 
 ONMT_BIN = Path("/tmp/onmt-venv/bin")
+SEPARATE_MARKER = "separate-vocab"  # in WORK: prepare was given --separate-vocab
 
 
 def model_options(work: Path) -> dict:
@@ -52,15 +53,10 @@ def model_options(work: Path) -> dict:
     }
 
 
-def vocab_options(work: Path, separate: bool | None = None) -> dict:
-    """Shared (one vocabulary from both sides) or separate source and target vocabularies;
-    ``prepare`` records the choice in WORK for the later steps."""
-    marker = work / "separate-vocab"
-    if separate is None:
-        separate = marker.exists()
-    elif separate:
-        marker.touch()
-    if separate:
+def vocab_options(work: Path) -> dict:
+    """Shared (one vocabulary from both sides) or separate source and target vocabularies,
+    as ``prepare`` recorded for WORK."""
+    if (work / SEPARATE_MARKER).exists():
         return {"src_vocab": str(work / "vocab.src"), "tgt_vocab": str(work / "vocab.tgt"),
                 "share_vocab": False}
     return {"src_vocab": str(work / "vocab.txt"), "share_vocab": True}
@@ -103,7 +99,9 @@ def prepare(run: Path, work: Path, separate_vocab: bool) -> None:
     (work / "test.fr").write_text("".join(r + "\n" for r in test.refs[0]))
     (work / "bench.en").write_text("".join(s + "\n" for s in pick_sources(test.sources, 2000)))
     shutil.copy(run / "spm.model", work / "spm.model")
-    vocab_options(work, separate_vocab)
+    (work / SEPARATE_MARKER).unlink(missing_ok=True)
+    if separate_vocab:
+        (work / SEPARATE_MARKER).touch()
     config = write_config(work)
     subprocess.run([ONMT_BIN / "onmt_build_vocab", "-config", config, "-n_sample", "-1"], check=True)
     print(f"{work}: {len(split.train)} train, {len(split.valid)} valid pairs, {len(test.sources)} test sources")

@@ -5,10 +5,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nmt.checkpoint import read, weights_file
+from nmt.checkpoint import load_model_weights, read, weights_file
 from nmt.config import read_run_config
 from nmt.errors import NmtError
+from nmt.model import build_model, count_parameters
 from nmt.plotting import AttentionPanel
+from nmt.tokenizer import PAD_ID
 from nmt.train import read_metrics
 from nmt.translate import Translator
 
@@ -32,9 +34,10 @@ def model_card(run_dir: Path) -> dict[str, Any]:
     config = read_run_config(run_dir / "config.yaml")
     summary_path = run_dir / "run.json"
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
-    tensors, _ = read(weights_file(run_dir))
-    n_params = sum(t.numel() for k, t in tensors.items()  # piece maps hold ids, not parameters
-                   if k.startswith("model.") and not k.endswith((".pieces.pieces", ".pieces.position")))
+    path = weights_file(run_dir)
+    model = build_model(config.model, PAD_ID)
+    load_model_weights(model, read(path)[0], path)
+    n_params = count_parameters(model)
     m = config.model
     records = read_metrics(run_dir / "metrics.jsonl")
     best = max(records, key=lambda r: r["valid_bleu"]) if records else {}

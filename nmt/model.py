@@ -83,6 +83,7 @@ def build_model(cfg: ModelConfig, pad_id: int, source_pieces: list[int] | None =
                          cfg.bidirectional, cfg.dropout, pad_id, side(cfg.source_pieces, source_pieces))
     decoder = DECODERS[cfg.decoder](cfg.vocab, cfg.embed_size, cfg.hidden_size, cfg.layers,
                                     cfg.dropout, pad_id, side(cfg.target_pieces, target_pieces))
+    # The generator gets its own copy of the target ids: safetensors stores no shared tensors.
     generator = Generator(cfg.hidden_size, cfg.vocab, cfg.dropout, side(cfg.target_pieces, target_pieces))
     model = Seq2Seq(encoder, decoder, generator)
     if cfg.init_range:
