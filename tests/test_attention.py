@@ -56,7 +56,7 @@ def test_additive_attention_matches_naive_loop():
         assert torch.all(weights[b, n:] == 0)
 
 
-def test_additive_scores_gradients_match_autograd_of_the_plain_formula():
+def test_additive_scores_values_and_gradients_match_the_plain_tanh_formula():
     from nmt.attention import _AdditiveScores
 
     torch.manual_seed(4)
@@ -69,6 +69,7 @@ def test_additive_scores_gradients_match_autograd_of_the_plain_formula():
         (scores_of(*inputs) * upstream).sum().backward()
         return [t.grad for t in inputs]
 
+    torch.testing.assert_close(_AdditiveScores.apply(query, keys, v), torch.tanh(keys + query.unsqueeze(1)) @ v)
     fused = grads(_AdditiveScores.apply)
     plain = grads(lambda q, k, w: torch.tanh(k + q.unsqueeze(1)) @ w)
     for got, want in zip(fused, plain):
