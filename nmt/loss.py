@@ -25,12 +25,16 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
         logits = F.linear(x, weight, bias)  # (n, vocab)
         if logits.dtype in (torch.float16, torch.bfloat16):  # under autocast: softmax in fp32
             logits = logits.float()
-        lse = torch.logsumexp(logits, dim=1)  # (n,)
-        loss = lse.sum() - (1 - eps) * logits.gather(1, gold.unsqueeze(1)).sum()
+        loss = -(1 - eps) * logits.gather(1, gold.unsqueeze(1)).sum()
         if eps:
-            loss = loss - eps * logits.mean(dim=1).sum()
+            loss = loss - eps * logits.sum() / logits.size(1)
+        # logsumexp by hand, in place: one exp pass over the matrix, not two, and no copy of it
+        top = logits.amax(dim=1, keepdim=True)  # (n, 1)
+        exp = logits.sub_(top).exp_()
+        total = exp.sum(dim=1, keepdim=True)  # (n, 1)
+        loss = loss + (top + total.log()).sum()
         if any(ctx.needs_input_grad[:3]):
-            ctx.save_for_backward(x, weight, logits.sub_(lse.unsqueeze(1)).exp_(), gold)
+            ctx.save_for_backward(x, weight, exp.div_(total), gold)
             ctx.eps = eps
         return loss
 
@@ -41,9 +45,10 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
         if ctx.eps:
             grad.sub_(ctx.eps / grad.size(1))
         grad.scatter_add_(1, gold.unsqueeze(1), grad.new_full((grad.size(0), 1), ctx.eps - 1.0))
-        grad.mul_(grad_loss)
         grad = grad.to(x.dtype)
-        return grad @ weight.to(x.dtype), grad.t() @ x, grad.sum(0), None, None
+        grad_loss = grad_loss.to(x.dtype)  # scales the small factors, not the (n, vocab) matrix
+        return ((grad @ weight.to(x.dtype)).mul_(grad_loss), grad.t() @ (x * grad_loss),
+                grad.sum(0).mul_(grad_loss), None, None)
 
 
 def masked_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: torch.Tensor,
