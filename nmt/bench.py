@@ -25,6 +25,7 @@ from nmt.config import RunConfig
 from nmt.devices import describe, pick_device, configure_cpu
 from nmt.model import build_model, count_parameters
 from nmt.prepare import prepare_run_data
+from nmt.quantize import decoding_device
 from nmt.search import DEFAULT_LENGTH_PENALTY
 from nmt.tokenizer import PAD_ID
 from nmt.train import Trainer
@@ -153,11 +154,12 @@ def translation_run(checkpoint: Path | None) -> Path | None:
         return None
 
 
-def load_translation_model(run: Path, device: str) -> tuple[Any, Any]:
+def load_translation_model(run: Path, device: torch.device, precision: str = "fp32") -> tuple[Any, Any]:
     from nmt.checkpoint import load_run
+    from nmt.quantize import quantize_int8
 
-    _, model, tokenizer = load_run(run, pick_device(device))
-    return model, tokenizer
+    _, model, tokenizer = load_run(run, device)
+    return (quantize_int8(model) if precision == "int8" else model), tokenizer
 
 
 def test_sources(run: Path, sentences: int) -> list[str]:
@@ -168,18 +170,19 @@ def test_sources(run: Path, sentences: int) -> list[str]:
 
 
 def run_bench(config: RunConfig, pairs: int, steps: int, warmup: int, run: Path | None,
-              sentences: int, beam: int, batch_size: int) -> BenchResult:
+              sentences: int, beam: int, batch_size: int, precision: str = "fp32") -> BenchResult:
     """All phases; the translation phases only with a trained ``run``, translating
-    ``sentences`` of its test sources.
+    ``sentences`` of its test sources at ``precision`` (training is always fp32).
 
     The trained model is loaded after the training phase so it does not count in that peak.
     """
     configure_cpu(config.train.threads)
     device = pick_device(config.train.device)
-    result = BenchResult(settings(device))
+    result = BenchResult(settings(device) | {"translate_precision": precision})
     result.train = bench_training(config, pairs, steps, warmup)
     if run is not None:
-        model, tokenizer = load_translation_model(run, config.train.device)
+        device = decoding_device(precision, config.train.device)
+        model, tokenizer = load_translation_model(run, device, precision)
         texts = test_sources(run, sentences)
         for name, width in (("greedy", 1), (f"beam {beam}", beam)):
             translator = Translator(model, tokenizer, device, beam=width,

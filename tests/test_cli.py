@@ -43,6 +43,17 @@ def test_train_then_translate_reproduces_a_training_sentence(memorised_run):
     assert result.stdout == tgt + "\n"
 
 
+def test_int8_translation_of_the_memorised_run(memorised_run):
+    run, train_pairs = memorised_run
+    sources = [src for src, _ in train_pairs]
+    result = nmt("translate", "--checkpoint", str(run), "--precision", "int8", *sources)
+    assert result.returncode == 0, result.stderr
+    outputs = result.stdout.splitlines()
+    assert len(outputs) == len(sources)
+    # int8 weights may flip a near tie; a memorised model has few
+    assert sum(out == tgt for out, (_, tgt) in zip(outputs, train_pairs)) >= 0.8 * len(sources)
+
+
 def test_translate_files_and_stdin_keep_line_count(memorised_run, tmp_path):
     run, train_pairs = memorised_run
     lines = [train_pairs[0][0], "", train_pairs[1][0]]
@@ -69,6 +80,7 @@ def test_translate_uses_newest_run_without_checkpoint(memorised_run, tmp_path):
     (["train", "--device", "cuda:7", "--run-dir", "{tmp}/r"], "--device cuda:7"),
     (["train", "--dropout", "2", "--run-dir", "{tmp}/r"], "dropout must be in"),
     (["translate", "--checkpoint", "{tmp}/none", "hello"], "not a run directory"),
+    (["translate", "--precision", "int16", "hello"], "--precision int16: use fp32 or int8"),
 ])
 def test_user_errors_are_one_clear_line(tmp_path, args, message):
     result = nmt(*[a.format(tmp=tmp_path) for a in args])

@@ -1,0 +1,65 @@
+import pytest
+import torch
+from torch import nn
+
+from conftest import tiny_model
+from nmt.errors import NmtError
+from nmt.quantize import decoding_device, quantize_int8
+from nmt.tokenizer import BOS_ID
+from nmt.translate import Translator
+
+
+def _log_probs(model, src, src_len, steps=4):
+    """Teacher-free log-probabilities of a few steps fed the same previous pieces."""
+    state = model.encode(src, src_len)
+    prev = torch.full((src.size(0),), BOS_ID)
+    out = []
+    for step in range(steps):
+        output, state, _ = model.decoder.step(prev, state)
+        out.append(torch.log_softmax(model.generator(output), -1))
+        prev = (prev + step + 3) % 50 + 5
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("decoder", ["input_feeding", "bahdanau"])
+def test_int8_copy_quantizes_matmul_layers_and_leaves_the_model_alone(tokenizer, decoder):
+    model = tiny_model(tokenizer.vocab_size, decoder=decoder)
+    q = quantize_int8(model)
+    dynamic = torch.ao.nn.quantized.dynamic
+    assert isinstance(q.generator.proj, dynamic.Linear) and isinstance(q.decoder.rnn, dynamic.GRU)
+    assert isinstance(q.encoder.rnn, dynamic.GRU)
+    assert isinstance(q.decoder.attention.query_proj, dynamic.Linear)
+    assert type(q.decoder.embedding.weight) is nn.Parameter  # embeddings stay float
+    assert type(model.generator.proj) is nn.Linear and type(model.decoder.rnn) is nn.GRU
+
+
+def test_int8_log_probabilities_stay_close_to_fp32(tokenizer):
+    torch.manual_seed(0)
+    model = tiny_model(tokenizer.vocab_size)
+    src = torch.randint(5, tokenizer.vocab_size, (3, 7))
+    src_len = torch.tensor([7, 5, 2])
+    with torch.inference_mode():
+        want = _log_probs(model, src, src_len)
+        got = _log_probs(quantize_int8(model), src, src_len)
+    spread = (want - want.mean(-1, keepdim=True)).abs().max()  # small: the weights start small
+    assert (got - want).abs().max() < 0.02 * spread  # measured 0.002; a zeroed generator gives 0.17
+    assert not torch.equal(got, want)  # it really decodes with other weights
+
+
+def test_int8_translations_keep_line_count(tokenizer):
+    translator = Translator(quantize_int8(tiny_model(tokenizer.vocab_size)), tokenizer, torch.device("cpu"),
+                            beam=3)
+    lines = ["Tom sees the cat.", "", "Mary likes the dog today."]
+    out = translator.translate(lines, batch_size=2)
+    assert len(out) == 3 and out[1] == ""
+
+
+def test_decoding_device_int8_is_cpu_only(monkeypatch):
+    assert decoding_device("int8", "auto").type == "cpu"
+    assert decoding_device("fp32", "cpu").type == "cpu"
+    with pytest.raises(NmtError, match="--precision int16"):
+        decoding_device("int16", "cpu")
+    import nmt.devices
+    monkeypatch.setattr(nmt.devices, "pick_device", lambda spec: torch.device("cuda"))
+    with pytest.raises(NmtError, match="--precision int8 runs on CPU only"):
+        decoding_device("int8", "cuda")
