@@ -121,7 +121,7 @@ def bench_translation(translator: Translator, sources: list[str], batch_size: in
         outputs = translator.translate(sources, batch_size)
         _sync(translator.device)
         seconds = time.perf_counter() - start
-    return {"sentences": len(sources), "seconds": round(seconds, 2),
+    return {"sentences": len(sources), "workers": translator.parallel_workers(), "seconds": round(seconds, 2),
             "sentences_per_s": round(len(sources) / seconds, 1),
             "output_pieces_per_s": round(sum(len(x) for x in translator.tokenizer.encode(outputs)) / seconds, 1),
             "peak_rss_mb": round(rss.peak / 2**20, 1)}

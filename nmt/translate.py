@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -20,14 +22,20 @@ class Translator:
 
     Source lines are cut to ``max_src_pieces`` so one absurd line cannot exhaust memory; each
     output may have at most ``len_ratio * source pieces + len_extra`` pieces.
+
+    On CPU, ``workers`` batches are decoded at once, each on its share of the threads (0: two
+    when there are two threads or more). A decoder step's small ops keep one thread each, so
+    two batches on one thread each beat one batch on two: on the 2-core reference CPU greedy
+    search went 7-20% faster and beam search 7% (README). Outputs do not depend on it.
     """
 
     def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, device: torch.device,
                  beam: int = 1, length_penalty: float = 0.0, max_src_pieces: int = 256,
-                 len_ratio: float = 2.0, len_extra: int = 10) -> None:
+                 len_ratio: float = 2.0, len_extra: int = 10, workers: int = 0) -> None:
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.beam, self.length_penalty = beam, length_penalty
         self.max_src_pieces, self.len_ratio, self.len_extra = max_src_pieces, len_ratio, len_extra
+        self.workers = workers
 
     def encode(self, lines: list[str]) -> list[list[int]]:
         """Normalised, tokenised and length-capped source ids of each line."""
@@ -45,16 +53,36 @@ class Translator:
         ids = self.encode(lines)
         results: list[list[Hypothesis]] = [[] for _ in lines]
         todo = [i for i, seq in enumerate(ids) if seq]
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            for chunk in length_sorted_chunks([len(ids[i]) for i in todo], batch_size):
-                index = [todo[k] for k in chunk]
-                for i, hyps in zip(index, self._decode_batch([ids[i] for i in index], n, with_scores)):
-                    results[i] = hyps
-        finally:
-            self.model.train(was_training)
+        chunks = [[todo[k] for k in chunk]
+                  for chunk in length_sorted_chunks([len(ids[i]) for i in todo], batch_size)]
+        decoded = self._decode_all(
+            chunks, lambda index: self._decode_batch([ids[i] for i in index], n, with_scores))
+        for index, batch_hyps in zip(chunks, decoded):
+            for i, hyps in zip(index, batch_hyps):
+                results[i] = hyps
         return results
+
+    def parallel_workers(self) -> int:
+        """Batches decoded at once: 1 off CPU."""
+        if self.device.type != "cpu":
+            return 1
+        return self.workers or (2 if torch.get_num_threads() >= 2 else 1)
+
+    def _decode_all(self, chunks: list[list[int]],
+                    decode: Callable[[list[int]], list[list[Hypothesis]]]) -> list[list[list[Hypothesis]]]:
+        """``decode`` of each chunk, in order: in eval mode, on the workers' thread shares."""
+        workers = max(1, min(self.parallel_workers(), len(chunks)))
+        was_training, threads = self.model.training, torch.get_num_threads()
+        self.model.eval()
+        torch.set_num_threads(max(1, threads // workers))
+        try:
+            if workers < 2:
+                return [decode(chunk) for chunk in chunks]
+            with ThreadPoolExecutor(workers) as pool:
+                return list(pool.map(decode, chunks))
+        finally:
+            torch.set_num_threads(threads)
+            self.model.train(was_training)
 
     def _decode_batch(self, src_ids: list[list[int]], n: int, with_scores: bool
                       ) -> list[list[Hypothesis]]:

@@ -31,3 +31,14 @@ def test_random_unicode_never_crashes_and_keeps_line_count(tokenizer, lines):
     out = translator.translate(lines)
     assert len(out) == len(lines)
     assert all("\n" not in line for line in out)
+
+
+def test_parallel_workers_give_the_same_translations_and_restore_mode_and_threads(tokenizer):
+    model = tiny_model(tokenizer.vocab_size).train()
+    lines = ["Tom sees the cat.", "Mary.", "The big red bird chases the small mouse now.", "",
+             "Tom likes Mary.", "The dog sleeps."]
+    threads = torch.get_num_threads()
+    one = Translator(model, tokenizer, torch.device("cpu"), beam=3, workers=1).nbest(lines, 2, batch_size=2)
+    two = Translator(model, tokenizer, torch.device("cpu"), beam=3, workers=2).nbest(lines, 2, batch_size=2)
+    assert [[h.tokens for h in hyps] for hyps in one] == [[h.tokens for h in hyps] for hyps in two]
+    assert model.training and torch.get_num_threads() == threads
