@@ -12,11 +12,12 @@ from nmt.tokenizer import BOS_ID, EOS_ID
 @dataclass
 class Hypothesis:
     """One decoded sentence: piece ids without BOS/EOS, its log-probability, and its attention,
-    shape (generated, src_len) — one row per generated piece, EOS included when generated."""
+    shape (generated, src_len) — one row per generated piece, EOS included when generated
+    (None when the search was asked not to keep it)."""
 
     tokens: list[int]
     score: float
-    attention: torch.Tensor
+    attention: torch.Tensor | None
 
 
 def max_output_lengths(src_len: torch.Tensor, ratio: float, extra: int, cap: int) -> torch.Tensor:
@@ -26,12 +27,14 @@ def max_output_lengths(src_len: torch.Tensor, ratio: float, extra: int, cap: int
 
 @torch.inference_mode()
 def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
-                  max_len: torch.Tensor, with_scores: bool = True) -> list[Hypothesis]:
+                  max_len: torch.Tensor, with_scores: bool = True,
+                  with_attention: bool = True) -> list[Hypothesis]:
     """Pick the most likely piece at every step until EOS or the sentence's length budget.
 
     Finished sentences leave the batch, so one long output does not keep the others decoding.
     Without ``with_scores`` the hypotheses' scores are NaN: the per-step log-normaliser over
-    the vocabulary (a seventh of greedy search's time at 8,000 pieces) is skipped.
+    the vocabulary (a seventh of greedy search's time at 8,000 pieces) is skipped; without
+    ``with_attention`` the hypotheses' attention is None and never gathered.
 
     :param src: shape (batch, src_len); :param src_len: shape (batch,)
     :param max_len: most pieces to generate per sentence (EOS included), shape (batch,)
@@ -41,7 +44,7 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
     max_len = max_len.to(device)
     steps = int(max_len.max())
     tokens = torch.full((batch, steps), EOS_ID, dtype=torch.long, device=device)
-    weights = torch.zeros(batch, steps, src.size(1), device=device)
+    weights = torch.zeros(batch, steps, src.size(1), device=device) if with_attention else None
     scores = torch.zeros(batch, device=device)
     out_len = torch.zeros(batch, dtype=torch.long, device=device)  # pieces kept, EOS included
     alive = torch.arange(batch, device=device)  # original row of each sentence still decoding
@@ -54,7 +57,8 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
         if with_scores:
             scores[alive] += best - torch.logsumexp(logits, dim=-1)  # log-probability of the pick
         tokens[alive, step] = prev
-        weights[alive, step] = attn.to(weights.dtype)
+        if weights is not None:
+            weights[alive, step] = attn.to(weights.dtype)
         finished = (prev == EOS_ID) | (step + 1 >= max_len)
         if bool(finished.any()):
             out_len[alive[finished]] = step + 1
@@ -68,12 +72,13 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
     return _collect(tokens.tolist(), weights, scores.tolist(), out_len.tolist(), src_len.tolist())
 
 
-def _collect(rows: list[list[int]], weights: torch.Tensor, scores: list[float],
+def _collect(rows: list[list[int]], weights: torch.Tensor | None, scores: list[float],
              out_len: list[int], src_len: list[int]) -> list[Hypothesis]:
     hyps = []
-    for row, attn, score, n, n_src in zip(rows, weights, scores, out_len, src_len):
+    for k, (row, score, n, n_src) in enumerate(zip(rows, scores, out_len, src_len)):
         pieces = row[:n - 1] if row[n - 1] == EOS_ID else row[:n]
-        hyps.append(Hypothesis(pieces, score, attn[:n, :n_src].float().cpu()))
+        attn = weights[k, :n, :n_src].float().cpu() if weights is not None else None
+        hyps.append(Hypothesis(pieces, score, attn))
     return hyps
 
 
@@ -87,7 +92,8 @@ def gnmt_length_penalty(length: int, alpha: float) -> float:
 
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor, max_len: torch.Tensor,
-                beam: int, length_penalty: float = 0.0, nbest: int = 1) -> list[list[Hypothesis]]:
+                beam: int, length_penalty: float = 0.0, nbest: int = 1,
+                with_attention: bool = True) -> list[list[Hypothesis]]:
     """Batched beam search: sentences x beams form one batch; finished sentences leave it.
 
     Follows fairseq's rule: of the 2*beam best candidates, EOS candidates among the top
@@ -97,10 +103,10 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor, max_le
 
     :param max_len: most pieces per sentence (EOS included), shape (batch,)
     :return: per sentence, its ``nbest`` hypotheses, best first, scored by
-        log-probability / GNMT length penalty
+        log-probability / GNMT length penalty; their attention only ``with_attention``
     """
     assert 1 <= nbest <= beam
-    search = _Beams(model, src, src_len, max_len.to(src.device), beam, length_penalty)
+    search = _Beams(model, src, src_len, max_len.to(src.device), beam, length_penalty, with_attention)
     for step in range(int(max_len.max())):
         if not search.advance(step):
             break
@@ -111,7 +117,7 @@ class _Beams:
     """The state of a batched beam search; rows are (active sentence, beam) pairs."""
 
     def __init__(self, model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
-                 max_len: torch.Tensor, beam: int, alpha: float) -> None:
+                 max_len: torch.Tensor, beam: int, alpha: float, with_attention: bool) -> None:
         batch, device = src.size(0), src.device
         self.model, self.k, self.alpha = model, beam, alpha
         self.src_len = src_len.tolist()
@@ -124,7 +130,7 @@ class _Beams:
         self.scores = torch.zeros(batch, 1, device=device)
         self.prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
         self.tokens = torch.zeros(batch, 0, dtype=torch.long, device=device)
-        self.attn = torch.zeros(batch, 0, src.size(1), device=device)
+        self.attn = torch.zeros(batch, 0, src.size(1), device=device) if with_attention else None
         self.finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
 
     def advance(self, step: int) -> bool:
@@ -150,7 +156,8 @@ class _Beams:
         self.state = (self.state.reorder_beams if width == k else self.state.select)(keep_rows)
         self.width = k
         self.tokens = torch.cat([self.tokens[keep_rows], self.prev.unsqueeze(1)], dim=1)
-        self.attn = torch.cat([self.attn[keep_rows], attn[keep_rows].unsqueeze(1)], dim=1)
+        if self.attn is not None:
+            self.attn = torch.cat([self.attn[keep_rows], attn[keep_rows].unsqueeze(1)], dim=1)
         return self._drop_done(last.squeeze(1))
 
     def _finish(self, mask: torch.Tensor, scores: torch.Tensor, rows: torch.Tensor,
@@ -162,13 +169,15 @@ class _Beams:
         fin_rows, fin_tokens = rows[i, j], token[i, j]
         # All finishing candidates in a few batched ops; Python only walks the results.
         pieces = torch.cat([self.tokens[fin_rows], fin_tokens.unsqueeze(1)], dim=1).tolist()
-        weights = torch.cat([self.attn[fin_rows], attn[fin_rows].unsqueeze(1)], dim=1).float().cpu()
+        weights = (torch.cat([self.attn[fin_rows], attn[fin_rows].unsqueeze(1)], dim=1).float().cpu()
+                   if self.attn is not None else [None] * len(pieces))
         penalty = gnmt_length_penalty(step + 1, self.alpha)
         for a, seq, w, score in zip(i.tolist(), pieces, weights, scores[i, j].tolist()):
             b = self.active[a]
             if seq[-1] == EOS_ID:
                 seq.pop()
-            self.finished[b].append(Hypothesis(seq, score / penalty, w[:, :self.src_len[b]]))
+            w = w[:, :self.src_len[b]] if w is not None else None
+            self.finished[b].append(Hypothesis(seq, score / penalty, w))
 
     def _drop_done(self, last: torch.Tensor) -> bool:
         done = [cut or len(self.finished[b]) >= self.k for cut, b in zip(last.tolist(), self.active)]
@@ -181,6 +190,8 @@ class _Beams:
         idx = torch.tensor(keep, device=self.scores.device)
         rows = (idx.unsqueeze(1) * self.k + torch.arange(self.k, device=idx.device)).view(-1)
         self.max_len, self.scores = self.max_len[idx], self.scores[idx]
-        self.prev, self.tokens, self.attn = self.prev[rows], self.tokens[rows], self.attn[rows]
+        self.prev, self.tokens = self.prev[rows], self.tokens[rows]
+        if self.attn is not None:
+            self.attn = self.attn[rows]
         self.state = self.state.select(rows)
         return True

@@ -45,18 +45,20 @@ class Translator:
                         self.max_src_pieces)
         return [seq[:self.max_src_pieces] for seq in ids]
 
-    def nbest(self, lines: list[str], n: int = 1, batch_size: int = 64,
-              with_scores: bool = True) -> list[list[Hypothesis]]:
+    def nbest(self, lines: list[str], n: int = 1, batch_size: int = 64, with_scores: bool = True,
+              with_attention: bool = True) -> list[list[Hypothesis]]:
         """The ``n`` best hypotheses of each line, best first; [] for an empty (all-space) line.
 
-        ``with_scores=False`` lets greedy search skip scoring (scores are then NaN)."""
+        ``with_scores=False`` lets greedy search skip scoring (scores are then NaN);
+        ``with_attention=False`` skips keeping attention (it is then None)."""
         ids = self.encode(lines)
         results: list[list[Hypothesis]] = [[] for _ in lines]
         todo = [i for i, seq in enumerate(ids) if seq]
         chunks = [[todo[k] for k in chunk]
                   for chunk in length_sorted_chunks([len(ids[i]) for i in todo], batch_size)]
         decoded = self._decode_all(
-            chunks, lambda index: self._decode_batch([ids[i] for i in index], n, with_scores))
+            chunks, lambda index: self._decode_batch([ids[i] for i in index], n, with_scores,
+                                                     with_attention))
         for index, batch_hyps in zip(chunks, decoded):
             for i, hyps in zip(index, batch_hyps):
                 results[i] = hyps
@@ -84,28 +86,29 @@ class Translator:
             torch.set_num_threads(threads)
             self.model.train(was_training)
 
-    def _decode_batch(self, src_ids: list[list[int]], n: int, with_scores: bool
-                      ) -> list[list[Hypothesis]]:
+    def _decode_batch(self, src_ids: list[list[int]], n: int, with_scores: bool,
+                      with_attention: bool) -> list[list[Hypothesis]]:
         batch = make_batch(src_ids).to(self.device)
         budget = max_output_lengths(batch.src_len, self.len_ratio, self.len_extra,
                                     cap=int(self.len_ratio * self.max_src_pieces) + self.len_extra)
         with autocast(self.device):
             if self.beam == 1:
                 return [[h] for h in greedy_search(self.model, batch.src, batch.src_len, budget,
-                                                   with_scores)]
+                                                   with_scores, with_attention)]
             return beam_search(self.model, batch.src, batch.src_len, budget, self.beam,
-                               self.length_penalty, n)
+                               self.length_penalty, n, with_attention)
 
-    def hypotheses(self, lines: list[str], batch_size: int = 64,
-                   with_scores: bool = True) -> list[Hypothesis | None]:
+    def hypotheses(self, lines: list[str], batch_size: int = 64, with_scores: bool = True,
+                   with_attention: bool = True) -> list[Hypothesis | None]:
         """The best hypothesis of each line; None for an empty line."""
-        return [hyps[0] if hyps else None for hyps in self.nbest(lines, 1, batch_size, with_scores)]
+        return [hyps[0] if hyps else None
+                for hyps in self.nbest(lines, 1, batch_size, with_scores, with_attention)]
 
     def detokenize(self, hyps: list[Hypothesis]) -> list[str]:
         return self.tokenizer.decode([h.tokens for h in hyps])
 
     def translate(self, lines: list[str], batch_size: int = 64) -> list[str]:
         """Detokenised translation of each line; an empty line gives an empty line."""
-        hyps = self.hypotheses(lines, batch_size, with_scores=False)
+        hyps = self.hypotheses(lines, batch_size, with_scores=False, with_attention=False)
         texts = iter(self.detokenize([h for h in hyps if h is not None]))
         return [next(texts) if h is not None else "" for h in hyps]

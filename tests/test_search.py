@@ -113,3 +113,16 @@ def test_greedy_without_scores_picks_the_same_pieces():
     bare = greedy_search(model, batch.src, batch.src_len, budget, with_scores=False)
     assert [h.tokens for h in bare] == [h.tokens for h in scored]
     assert all(math.isnan(h.score) for h in bare) and not any(math.isnan(h.score) for h in scored)
+
+
+def test_searches_without_attention_find_the_same_hypotheses():
+    model = tiny_model(vocab=30, seed=6)
+    batch = make_batch([[5, 6, 7], [8, 9, 10, 11, 12], [13]])
+    budget = torch.tensor([8, 9, 4])
+    for search in (lambda **kw: [[h] for h in greedy_search(model, batch.src, batch.src_len, budget, **kw)],
+                   lambda **kw: beam_search(model, batch.src, batch.src_len, budget, beam=3, nbest=3, **kw)):
+        kept, skipped = search(), search(with_attention=False)
+        assert [[(h.tokens, h.score) for h in hs] for hs in kept] == \
+               [[(h.tokens, h.score) for h in hs] for hs in skipped]
+        assert all(h.attention is None for hs in skipped for h in hs)
+        assert all(h.attention is not None for hs in kept for h in hs)
