@@ -25,7 +25,7 @@ from nmt.config import RunConfig
 from nmt.devices import describe, pick_device, configure_cpu
 from nmt.model import build_model, count_parameters
 from nmt.prepare import prepare_run_data
-from nmt.quantize import decoding_device
+from nmt.quantize import decoding_device, quantize_int8
 from nmt.search import DEFAULT_LENGTH_PENALTY
 from nmt.tokenizer import PAD_ID
 from nmt.train import Trainer
@@ -156,7 +156,6 @@ def translation_run(checkpoint: Path | None) -> Path | None:
 
 def load_translation_model(run: Path, device: torch.device, precision: str = "fp32") -> tuple[Any, Any]:
     from nmt.checkpoint import load_run
-    from nmt.quantize import quantize_int8
 
     _, model, tokenizer = load_run(run, device)
     return (quantize_int8(model) if precision == "int8" else model), tokenizer
