@@ -40,6 +40,8 @@ def score_json(info: dict, scores: list[Score]) -> str:
 
 def score_table(info: dict, scores: list[Score]) -> Table:
     decoding = "greedy" if info["beam"] == 1 else f"beam {info['beam']}, alpha {info['length_penalty']}"
+    if info.get("precision", "fp32") != "fp32":
+        decoding += f", {info['precision']} weights"
     table = Table(title=f"{info['test_set']}: {info['sentences']} sentences, {info['references']} "
                         f"reference stream(s), {decoding}")
     table.add_column("metric")

@@ -63,3 +63,12 @@ def test_decoding_device_int8_is_cpu_only(monkeypatch):
     monkeypatch.setattr(nmt.devices, "pick_device", lambda spec: torch.device("cuda"))
     with pytest.raises(NmtError, match="--precision int8 runs on CPU only"):
         decoding_device("int8", "cuda")
+
+
+def test_score_table_title_names_int8_decoding():
+    from nmt.output import score_table
+
+    info = {"test_set": "t.tsv", "sentences": 2, "references": 1, "beam": 1, "length_penalty": None,
+            "precision": "int8"}
+    assert score_table(info, []).title.endswith("greedy, int8 weights")
+    assert score_table(info | {"precision": "fp32"}, []).title.endswith("greedy")
