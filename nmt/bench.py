@@ -25,7 +25,7 @@ from nmt.config import RunConfig
 from nmt.devices import describe, pick_device, configure_cpu
 from nmt.model import build_model, count_parameters
 from nmt.prepare import prepare_run_data
-from nmt.quantize import decoding_device, quantize_int8
+from nmt.quantize import load_for_decoding
 from nmt.search import DEFAULT_LENGTH_PENALTY
 from nmt.tokenizer import PAD_ID
 from nmt.train import Trainer
@@ -154,13 +154,6 @@ def translation_run(checkpoint: Path | None) -> Path | None:
         return None
 
 
-def load_translation_model(run: Path, device: torch.device, precision: str = "fp32") -> tuple[Any, Any]:
-    from nmt.checkpoint import load_run
-
-    _, model, tokenizer = load_run(run, device)
-    return (quantize_int8(model) if precision == "int8" else model), tokenizer
-
-
 def test_sources(run: Path, sentences: int) -> list[str]:
     """``sentences`` of the run's held-out test sources, in a fixed shuffled order."""
     from nmt.evaluate import run_test_set
@@ -180,8 +173,7 @@ def run_bench(config: RunConfig, pairs: int, steps: int, warmup: int, run: Path 
     result = BenchResult(settings(device) | {"translate_precision": precision})
     result.train = bench_training(config, pairs, steps, warmup)
     if run is not None:
-        device = decoding_device(precision, config.train.device)
-        model, tokenizer = load_translation_model(run, device, precision)
+        device, model, tokenizer = load_for_decoding(run, precision, config.train.device)
         texts = test_sources(run, sentences)
         for name, width in (("greedy", 1), (f"beam {beam}", beam)):
             translator = Translator(model, tokenizer, device, beam=width,

@@ -196,18 +196,16 @@ def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
 
 def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
                      length_penalty: float = 0.0, precision: str = "fp32") -> Any:
-    from nmt.checkpoint import latest_run, load_run
+    from nmt.checkpoint import latest_run
     from nmt.devices import configure_cpu
-    from nmt.quantize import decoding_device, quantize_int8
+    from nmt.quantize import decoding_device, load_for_decoding
     from nmt.translate import Translator
 
     _at_least("--beam", beam)
     configure_cpu(0)
-    dev = decoding_device(precision, device)
+    decoding_device(precision, device)  # a bad flag fails before looking for a run
     run = checkpoint or latest_run()
-    _, model, tokenizer = load_run(run, dev)
-    if precision == "int8":
-        model = quantize_int8(model)
+    dev, model, tokenizer = load_for_decoding(run, precision, device)
     logging.getLogger(__name__).debug("decoding with %s on %s", run, dev)
     return Translator(model, tokenizer, dev, beam=beam, length_penalty=length_penalty)
 

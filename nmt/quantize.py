@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import copy
 import warnings
+from pathlib import Path
+from typing import Any
 
 import torch
 
+from nmt.checkpoint import load_run
 from nmt.errors import NmtError
 from nmt.model import Seq2Seq
 
@@ -49,3 +52,13 @@ def decoding_device(precision: str, spec: str) -> torch.device:
         raise NmtError(f"--precision int8 runs on CPU only, not --device {spec}; "
                        "use --device cpu or --precision fp32")
     return device
+
+
+def load_for_decoding(run: Path, precision: str, spec: str) -> tuple[torch.device, Seq2Seq, Any]:
+    """A run's model at ``precision`` on its decoding device (``--device`` ``spec``).
+
+    :return: (device, model in eval mode, Tokenizer)
+    """
+    device = decoding_device(precision, spec)
+    _, model, tokenizer = load_run(run, device)
+    return device, (quantize_int8(model) if precision == "int8" else model), tokenizer
