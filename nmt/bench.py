@@ -1,7 +1,7 @@
 """``nmt bench``: training and translation throughput and peak memory, measured on real data.
 
 Training is timed over ``steps`` optimiser steps after ``warmup`` untimed ones, on
-length-bucketed batches of a corpus slice. Translation is timed from raw text to
+length-bucketed batches of the corpus (or a random slice of it). Translation is timed from raw text to
 detokenised text with a trained run (model loading excluded). Peak RSS is sampled every
 10 ms in each phase separately.
 """
@@ -72,8 +72,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def bench_training(config: RunConfig, pairs: int, steps: int, warmup: int) -> dict[str, float]:
-    """Train a fresh model of ``config``'s size on the first ``pairs`` corpus pairs; time it."""
+def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int) -> dict[str, float]:
+    """Train a fresh model of ``config``'s size on ``pairs`` random corpus pairs (all if None),
+    bucketed as ``nmt train`` buckets them; time it."""
     device = pick_device(config.train.device)
     data_cfg = dataclasses.replace(config.data, valid_size=0, test_size=0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -161,7 +162,7 @@ def test_sources(run: Path, sentences: int) -> list[str]:
     return pick_sources(run_test_set(run).sources, sentences)
 
 
-def run_bench(config: RunConfig, pairs: int, steps: int, warmup: int, run: Path | None,
+def run_bench(config: RunConfig, pairs: int | None, steps: int, warmup: int, run: Path | None,
               sentences: int, beam: int, batch_size: int, precision: str = "fp32") -> BenchResult:
     """All phases; the translation phases only with a trained ``run``, translating
     ``sentences`` of its test sources at ``precision`` (training is always fp32).

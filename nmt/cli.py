@@ -358,7 +358,8 @@ def info(
 @app.command(epilog="Example: nmt bench --pairs 20000 --steps 30 --beam 5 --json-out bench.json")
 def bench(
     corpus: Annotated[Optional[Path], Opt(help="Corpus for the training phase. \\[default: data/fra-eng/fra.txt]")] = None,
-    pairs: Annotated[int, Opt(help="Random corpus pairs to train on.")] = 20_000,
+    pairs: Annotated[Optional[int], Opt(help="Random corpus pairs to train on. "
+                                        "\\[default: all of them]")] = None,
     steps: Annotated[int, Opt(help="Timed training steps.")] = 30,
     warmup: Annotated[int, Opt(help="Untimed training steps first.")] = 5,
     embed_size: Annotated[int, Opt(help="Embedding size.")] = 256,
@@ -392,7 +393,8 @@ def bench(
         for flag, value, minimum in (("--pairs", pairs, 2), ("--steps", steps, 1), ("--warmup", warmup, 0),
                                      ("--sentences", sentences, 1), ("--beam", beam, 1),
                                      ("--translate-batch", translate_batch, 1)):
-            _at_least(flag, value, minimum)
+            if value is not None:
+                _at_least(flag, value, minimum)
         cfg = build_config({}, {"corpus": str(corpus) if corpus else None, "embed_size": embed_size,
                                 "hidden_size": hidden_size, "layers": layers, "vocab_size": vocab_size,
                                 "batch_size": batch_size, "device": device, "threads": threads})
