@@ -17,6 +17,7 @@ Steps (ONMT=/tmp/onmt-venv/bin; RUN is an nmt run with an 8,000-piece vocabulary
     python benchmarks/opennmt_side_by_side.py throughput WORK      # 45 steps, sent/s, peak RSS
     python benchmarks/opennmt_side_by_side.py train WORK --minutes 20   # BLEU run, saved often
     $ONMT/python benchmarks/opennmt_side_by_side.py translate WORK [--precision int8]  # speed, BLEU
+    $ONMT/python benchmarks/opennmt_side_by_side.py interleaved WORK RUN  # both tools, one process
 
 Vocabularies: by default OpenNMT-py shares one vocabulary (every piece of both sides) between
 source and target, so its generator scores all ~8,000 pieces. nmt's generator scores only the
@@ -160,15 +161,14 @@ def _latest_checkpoint(work: Path) -> Path:
     return max(work.glob("model_step_*.pt"), key=lambda p: int(p.stem.rsplit("_", 1)[1]))
 
 
-def translate(work: Path, precision: str = "fp32") -> None:
-    """Greedy and beam-5 throughput on bench.en (model load excluded), then BLEU on the test split.
+def _engine(work: Path, beam: int, precision: str):
+    """OpenNMT-py's Python inference engine on WORK's latest checkpoint, raw text in and out.
 
     ``precision`` int8 passes OpenNMT-py's ``-precision int8``. In 3.5.1 that flag does nothing
     (``model_builder`` compares the string "int8" with ``torch.int8``), so the model is then
     quantized here with the call OpenNMT-py meant to make: ``quantize_dynamic(model,
     dtype=torch.qint8, inplace=True)``.
     """
-    import sacrebleu
     import torch
 
     # OpenNMT-py 3.5.1 pickles its options into checkpoints, which torch >= 2.6 refuses by
@@ -179,26 +179,33 @@ def translate(work: Path, precision: str = "fp32") -> None:
     from onmt.opts import translate_opts
     from onmt.utils.parse import ArgumentParser
 
-    checkpoint = _latest_checkpoint(work)
+    parser = ArgumentParser()
+    translate_opts(parser)
+    opt = parser.parse_args(["-model", str(_latest_checkpoint(work)), "-src", "dummy", "-output", "/dev/null",
+                             "-beam_size", str(beam), "-batch_size", "128", "-batch_type", "sents",
+                             "-gpu", "-1", "-precision", precision, "-transforms", "sentencepiece",
+                             "-src_subword_model", str(work / "spm.model"),
+                             "-tgt_subword_model", str(work / "spm.model")])
+    ArgumentParser.validate_translate_opts(opt)
+    ArgumentParser._get_all_transform_translate(opt)
+    ArgumentParser._validate_transforms_opts(opt)
+    ArgumentParser.validate_translate_opts_dynamic(opt)
+    engine = InferenceEnginePY(opt)
+    if precision == "int8":
+        torch.ao.quantization.quantize_dynamic(engine.translator.model, dtype=torch.qint8, inplace=True)
+    return engine
+
+
+def translate(work: Path, precision: str = "fp32") -> None:
+    """Greedy and beam-5 throughput on bench.en (model load excluded), then BLEU on the test split."""
+    import sacrebleu
+
     bench = (work / "bench.en").read_text().splitlines()
     test_src = (work / "test.en").read_text().splitlines()
     refs = (work / "test.fr").read_text().splitlines()
-    results = {"checkpoint": checkpoint.name, "precision": precision}
+    results = {"checkpoint": _latest_checkpoint(work).name, "precision": precision}
     for name, beam in (("greedy", 1), ("beam 5", 5)):
-        parser = ArgumentParser()
-        translate_opts(parser)
-        opt = parser.parse_args(["-model", str(checkpoint), "-src", "dummy", "-output", "/dev/null",
-                                 "-beam_size", str(beam), "-batch_size", "128", "-batch_type", "sents",
-                                 "-gpu", "-1", "-precision", precision, "-transforms", "sentencepiece",
-                                 "-src_subword_model", str(work / "spm.model"),
-                                 "-tgt_subword_model", str(work / "spm.model")])
-        ArgumentParser.validate_translate_opts(opt)
-        ArgumentParser._get_all_transform_translate(opt)
-        ArgumentParser._validate_transforms_opts(opt)
-        ArgumentParser.validate_translate_opts_dynamic(opt)
-        engine = InferenceEnginePY(opt)
-        if precision == "int8":
-            torch.ao.quantization.quantize_dynamic(engine.translator.model, dtype=torch.qint8, inplace=True)
+        engine = _engine(work, beam, precision)
         engine.infer_list(bench[:128])  # warm-up, as nmt bench does
         start = time.perf_counter()
         _, preds = engine.infer_list(bench)
@@ -209,6 +216,37 @@ def translate(work: Path, precision: str = "fp32") -> None:
                          "test_bleu": round(bleu.score, 2), "bleu": str(bleu)}
         print(json.dumps({name: results[name]}), flush=True)
     (work / f"translate-{precision}.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32") -> None:
+    """Both tools in one process, translating bench.en in turns (order alternating by round),
+    so the machine's fast and slow spells hit both alike; prints each turn's sentences/s and
+    the ratio of the totals. nmt runs as ``nmt translate`` would (its CPU settings, two
+    decoding workers); OpenNMT-py as in ``translate``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from nmt.devices import configure_cpu
+    from nmt.quantize import load_for_decoding
+    from nmt.translate import Translator
+
+    configure_cpu(0)
+    bench = (work / "bench.en").read_text().splitlines()
+    device, model, tokenizer = load_for_decoding(run, precision, "cpu")
+    results = {"run": str(run), "onmt_checkpoint": _latest_checkpoint(work).name, "precision": precision}
+    for name, beam in (("greedy", 1), ("beam 5", 5)):
+        tools = {"nmt": Translator(model, tokenizer, device, beam=beam).translate,
+                 "opennmt-py": _engine(work, beam, precision).infer_list}
+        seconds = {tool: [] for tool in tools}
+        for turn in range(rounds + 1):  # turn 0 warms both up
+            for tool in (tools if turn % 2 else reversed(list(tools))):
+                start = time.perf_counter()
+                tools[tool](bench if turn else bench[:128])
+                if turn:
+                    seconds[tool].append(time.perf_counter() - start)
+        rates = {tool: [round(len(bench) / s, 1) for s in times] for tool, times in seconds.items()}
+        ratio = sum(seconds["opennmt-py"]) / sum(seconds["nmt"])
+        results[name] = {"sentences_per_s": rates, "nmt_over_opennmt": round(ratio, 2)}
+        print(json.dumps({name: results[name]}), flush=True)
+    (work / f"interleaved-{precision}.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
 def main() -> None:
@@ -223,6 +261,11 @@ def main() -> None:
     a = sub.add_parser("translate")
     a.add_argument("work", type=Path)
     a.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
+    a = sub.add_parser("interleaved")
+    a.add_argument("work", type=Path)
+    a.add_argument("run", type=Path, help="the nmt run to translate with")
+    a.add_argument("--rounds", type=int, default=4)
+    a.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
     a = sub.add_parser("train")
     a.add_argument("work", type=Path)
     a.add_argument("--minutes", type=float, default=20.0)
@@ -233,6 +276,8 @@ def main() -> None:
         throughput(args.work)
     elif args.cmd == "train":
         train(args.work, args.minutes)
+    elif args.cmd == "interleaved":
+        interleaved(args.work, args.run, args.rounds, args.precision)
     else:
         translate(args.work, args.precision)
 
