@@ -1,9 +1,9 @@
 """``nmt bench``: training and translation throughput and peak memory, measured on real data.
 
 Training is timed over ``steps`` optimiser steps after ``warmup`` untimed ones, on
-length-bucketed batches of the corpus (or a random slice of it). Translation is timed from raw text to
-detokenised text with a trained run (model loading excluded). Peak RSS is sampled every
-10 ms in each phase separately.
+length-bucketed batches of the corpus (or a random slice of it). Translation is timed from
+raw text to detokenised text with a trained run (model loading excluded). Peak RSS is
+sampled every 10 ms in each phase separately.
 """
 from __future__ import annotations
 

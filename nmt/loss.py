@@ -34,8 +34,8 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
         n, vocab = logits.shape
         loss = -(1 - eps) * logits.gather(1, gold.unsqueeze(1)).sum()
         if eps:
-            acc = torch.promote_types(x.dtype, torch.float32)
-            logit_sum = x.to(acc).sum(0) @ weight.to(acc).sum(0) + n * bias.to(acc).sum()
+            acc = torch.promote_types(x.dtype, torch.float32)  # elementwise: autocast leaves it be
+            logit_sum = (x.to(acc).sum(0) * weight.to(acc).sum(0)).sum() + n * bias.to(acc).sum()
             loss = loss - eps / vocab * logit_sum
         # logsumexp by hand, in place: one exp pass over the matrix, not two, and no copy of it
         top = logits.amax(dim=1, keepdim=True)  # (n, 1)
