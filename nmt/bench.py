@@ -79,11 +79,9 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
     data_cfg = dataclasses.replace(config.data, valid_size=0, test_size=0)
     with tempfile.TemporaryDirectory() as tmp:
         data = prepare_run_data(data_cfg, Path(tmp), corpus_limit=pairs)
-        source, target = data.source_pieces, data.target_pieces
-        config = config.replace(vocab=data.tokenizer.vocab_size, source_pieces=len(source),
-                                target_pieces=len(target))
+        config = data.sized(config)
         torch.manual_seed(config.train.seed)
-        model = build_model(config.model, PAD_ID, source, target).to(device)
+        model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(device)
         trainer = Trainer(config, model, data, Path(tmp), device)
         batches = trainer.batches_of_epoch(0)
         while len(batches) < warmup + steps:
@@ -104,7 +102,7 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
             _sync(device)
             seconds = time.perf_counter() - start
     return {"parameters": count_parameters(model), "vocab": data.tokenizer.vocab_size,
-            "output_pieces": len(target),
+            "output_pieces": config.model.target_pieces,
             "steps": steps, "seconds": round(seconds, 2),
             "sentences_per_s": round(sentences / seconds, 1),
             "target_pieces_per_s": round(tgt_pieces / seconds, 1),

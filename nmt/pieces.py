@@ -2,9 +2,9 @@
 
 One joint vocabulary keeps subwords shared between the languages, but a side needs rows only
 for the pieces it meets: on fra-eng at 8,000 pieces, English sources use 4,314 and French
-targets 5,648 (specials included). Embedding and output rows for the rest are never trained (or never correct),
-and the output layer's share is 29% of its work. A :class:`PieceMap` translates tokenizer
-ids to row positions and back; unknown pieces map to UNK's row.
+targets 5,648 (specials included). Embedding and output rows for the rest are never trained
+(or never correct), and the output layer's share is 29% of its work. A :class:`PieceMap`
+translates tokenizer ids to row positions and back; unknown pieces map to UNK's row.
 """
 from __future__ import annotations
 

@@ -8,9 +8,10 @@ import random
 import urllib.request
 import zipfile
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
-from nmt.config import DataConfig
+from nmt.config import DataConfig, RunConfig
 from nmt.corpus import ReadReport, Split, read_parallel, read_tsv, split_by_source
 from nmt.errors import NmtError
 from nmt.fileio import atomic_path, atomic_write_lines
@@ -35,15 +36,20 @@ class RunData:
     report: ReadReport
     dropped_long: int
 
-    @property
+    @cached_property
     def source_pieces(self) -> list[int]:
         """Ids the encoder has rows for: the specials and every piece of a training source."""
         return side_pieces(self.train_src)
 
-    @property
+    @cached_property
     def target_pieces(self) -> list[int]:
         """Ids the decoder reads and the generator scores: specials and training-target pieces."""
         return side_pieces(self.train_tgt)
+
+    def sized(self, config: RunConfig) -> RunConfig:
+        """``config`` with the vocabulary and each side's piece count of this data."""
+        return config.replace(vocab=self.tokenizer.vocab_size, source_pieces=len(self.source_pieces),
+                              target_pieces=len(self.target_pieces))
 
 
 def download_fra_eng(target: Path) -> None:

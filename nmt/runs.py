@@ -66,14 +66,13 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
     configure_cpu(config.train.threads)
     with _new_run_dir(run_dir):
         data = prepare_run_data(config.data, run_dir, strict)
-        source, target = data.source_pieces, data.target_pieces
-        config = config.replace(vocab=data.tokenizer.vocab_size, source_pieces=len(source),
-                                target_pieces=len(target), **absolute_sources(config.data))
+        config = data.sized(config).replace(**absolute_sources(config.data))
         save_config(config, run_dir / "config.yaml")
     torch.manual_seed(config.train.seed)
-    model = build_model(config.model, PAD_ID, source, target).to(device)
+    model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(device)
     log.info("run %s: %d parameters, vocabulary %d: %d pieces in sources, %d in targets", run_dir,
-             count_parameters(model), data.tokenizer.vocab_size, len(source), len(target))
+             count_parameters(model), config.model.vocab, config.model.source_pieces,
+             config.model.target_pieces)
     trainer = Trainer(config, model, data, run_dir, device)
     start = time.time()
     state = trainer.run()
