@@ -161,21 +161,24 @@ def test_sources(run: Path, sentences: int) -> list[str]:
 
 
 def run_bench(config: RunConfig, pairs: int | None, steps: int, warmup: int, run: Path | None,
-              sentences: int, beam: int, batch_size: int, precision: str = "fp32") -> BenchResult:
+              sentences: int, beam: int, batch_size: int, precision: str = "fp32",
+              length_penalty: float = DEFAULT_LENGTH_PENALTY) -> BenchResult:
     """All phases; the translation phases only with a trained ``run``, translating
-    ``sentences`` of its test sources at ``precision`` (training is always fp32).
+    ``sentences`` of its test sources at ``precision`` (training is always fp32), beam
+    search with GNMT ``length_penalty``.
 
     The trained model is loaded after the training phase so it does not count in that peak.
     """
     configure_cpu(config.train.threads)
     device = pick_device(config.train.device)
-    result = BenchResult(settings(device) | {"translate_precision": precision})
+    result = BenchResult(settings(device) | {"translate_precision": precision,
+                                             "length_penalty": length_penalty})
     result.train = bench_training(config, pairs, steps, warmup)
     if run is not None:
         device, model, tokenizer = load_for_decoding(run, precision, config.train.device)
         texts = test_sources(run, sentences)
         for name, width in (("greedy", 1), (f"beam {beam}", beam)):
             translator = Translator(model, tokenizer, device, beam=width,
-                                    length_penalty=DEFAULT_LENGTH_PENALTY)
+                                    length_penalty=length_penalty)
             result.translate[name] = bench_translation(translator, texts, batch_size)
     return result

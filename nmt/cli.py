@@ -371,6 +371,7 @@ def bench(
                                               "\\[default: newest in checkpoints/, skipped if none]")] = None,
     sentences: Annotated[int, Opt(help="Test sources translated per phase.")] = 2000,
     beam: BeamOpt = 5,
+    length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
     translate_batch: Annotated[int, Opt(help="Sentences decoded together.")] = 128,
     device: DeviceOpt = "auto",
     threads: Annotated[int, Opt(help="CPU threads (0: one per core).")] = 0,
@@ -405,7 +406,8 @@ def bench(
         else:  # a broken run fails now, not after the training phase
             read_run_config(run / "config.yaml")
             weights_file(run)
-        result = run_bench(cfg, pairs, steps, warmup, run, sentences, beam, translate_batch, precision)
+        result = run_bench(cfg, pairs, steps, warmup, run, sentences, beam, translate_batch, precision,
+                           length_penalty)
         record = dataclasses.asdict(result) | {"translation_run": str(run) if run else None}
         atomic_write_text(json_out, json.dumps(record, indent=2) + "\n")
         Console().print(bench_table(record))

@@ -65,6 +65,8 @@ def bench_table(record: dict) -> Table:
                   f"{t['padding_fraction']:.1%}", f"{t['peak_rss_mb']:,}", f"{t['seconds']}")
     precision = s.get("translate_precision", "fp32")
     for name, p in record["translate"].items():
+        if name != "greedy" and "length_penalty" in s:
+            name += f" alpha {s['length_penalty']}"
         table.add_row(f"translate {name}, {precision} ({p['sentences']} sentences)", f"{p['sentences_per_s']:,}",
                       f"{p['output_pieces_per_s']:,} (output)", "", f"{p['peak_rss_mb']:,}", f"{p['seconds']}")
     return table

@@ -22,7 +22,7 @@ def test_bench_measures_every_phase(corpus, tiny_run, tmp_path):  # noqa: F811
     out = tmp_path / "bench.json"
     result = nmt("bench", "--corpus", str(corpus), "--pairs", "200", "--steps", "3", "--warmup", "1",
                  "--embed-size", "8", "--hidden-size", "12", "--layers", "1", "--vocab-size", "60",
-                 "--batch-size", "16", "--checkpoint", str(tiny_run), "--sentences", "20", "--beam", "2",
+                 "--batch-size", "16", "--checkpoint", str(tiny_run), "--sentences", "20", "--beam", "2", "--length-penalty", "0",
                  "--device", "cpu", "--json-out", str(out))
     assert result.returncode == 0, result.stderr
     record = json.loads(out.read_text())
@@ -31,4 +31,5 @@ def test_bench_measures_every_phase(corpus, tiny_run, tmp_path):  # noqa: F811
     assert train["peak_rss_mb"] > 50
     assert set(record["translate"]) == {"greedy", "beam 2"}
     assert all(p["sentences"] == 20 and p["sentences_per_s"] > 0 for p in record["translate"].values())
-    assert "train" in result.stdout and "beam 2" in result.stdout
+    assert record["settings"]["length_penalty"] == 0.0
+    assert "train" in result.stdout and "beam 2" in result.stdout and "alpha" in result.stdout

@@ -126,3 +126,38 @@ def test_searches_without_attention_find_the_same_hypotheses():
                [[(h.tokens, h.score) for h in hs] for hs in skipped]
         assert all(h.attention is None for hs in skipped for h in hs)
         assert all(h.attention is not None for hs in kept for h in hs)
+
+
+def test_early_stop_keeps_the_nbest_lists_and_saves_steps(monkeypatch):
+    """A sentence stops once no live beam can enter its n-best list; the lists must be those
+    of searching on to ``beam`` finished hypotheses, and the stop must have fired."""
+    import nmt.search as search
+
+    sources = [[5, 6, 7, 8], [9], [10, 11, 4, 5, 6, 7, 8], [11, 5]]
+    batch = make_batch(sources)
+    budget = max_output_lengths(batch.src_len, 2.0, 8, cap=40)
+
+    def run(model, alpha, nbest):
+        rows, step = [0], model.decoder.step
+
+        def counting(prev, state):
+            rows[0] += prev.numel()
+            return step(prev, state)
+        with monkeypatch.context() as patch:
+            patch.setattr(model.decoder, "step", counting)
+            hyps = beam_search(model, batch.src, batch.src_len, budget, beam=4,
+                               length_penalty=alpha, nbest=nbest)
+        return [[(h.tokens, round(h.score, 5)) for h in hs] for hs in hyps], rows[0]
+
+    saved = {0.0: 0, 1.0: 0, 3.0: 0}  # at alpha 3 longer hypotheses score better
+    for seed in range(6):
+        model = tiny_model(vocab=12, seed=seed)  # few pieces, so EOS is often a candidate
+        for alpha in saved:
+            for nbest in (1, 3):
+                early, early_rows = run(model, alpha, nbest)
+                with monkeypatch.context() as patch:
+                    patch.setattr(search._Beams, "_settled", lambda *args: False)
+                    full, full_rows = run(model, alpha, nbest)
+                assert early == full
+                saved[alpha] += full_rows - early_rows
+    assert saved[0.0] > 0, saved
