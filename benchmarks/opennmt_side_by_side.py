@@ -233,7 +233,8 @@ def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32") -> 
     device, model, tokenizer = load_for_decoding(run, precision, "cpu")
     results = {"run": str(run), "onmt_checkpoint": _latest_checkpoint(work).name, "precision": precision}
     for name, beam in (("greedy", 1), ("beam 5", 5)):
-        tools = {"nmt": Translator(model, tokenizer, device, beam=beam).translate,
+        # Length penalty 0 in both: OpenNMT-py's default, so both search for the same 1-best.
+        tools = {"nmt": Translator(model, tokenizer, device, beam=beam, length_penalty=0.0).translate,
                  "opennmt-py": _engine(work, beam, precision).infer_list}
         seconds = {tool: [] for tool in tools}
         for turn in range(rounds + 1):  # turn 0 warms both up

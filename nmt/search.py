@@ -20,6 +20,38 @@ class Hypothesis:
     attention: torch.Tensor | None
 
 
+def row_topk(scores: torch.Tensor, k: int, block: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """``scores.topk(k, dim=1)``, best first: the same values and indices (up to the order of
+    equal scores), several times faster on CPU for rows as wide as a vocabulary.
+
+    PyTorch's CPU top-k and max-with-index run element by element; its ``amax`` is
+    vectorised. So take the ``amax`` of each block of ``block`` columns: the k best scores lie
+    in the k blocks with the best maxima (a score outside them has k larger ones above it),
+    and only those k blocks are searched.
+
+    :param scores: shape (rows, columns)
+    :return: values, indices; shape (rows, k)
+    """
+    rows, columns = scores.shape
+    if scores.device.type != "cpu" or rows < 8 or columns < 4 * k * block:
+        return scores.max(dim=1, keepdim=True) if k == 1 else scores.topk(k, dim=1)
+    whole = columns // block
+    block_max = scores[:, :whole * block].view(rows, whole, block).amax(dim=2)  # (rows, whole)
+    if whole * block < columns:
+        block_max = torch.cat([block_max, scores[:, whole * block:].amax(dim=1, keepdim=True)], dim=1)
+    # k == 1 keeps max's rule for ties (the first block, then the first column in it).
+    starts = (block_max.max(dim=1).indices.unsqueeze(1) if k == 1
+              else block_max.topk(k, dim=1).indices) * block  # (rows, k)
+    cols = (starts.unsqueeze(2) + torch.arange(block, device=scores.device)).view(rows, k * block)
+    past_end = cols >= columns  # the short last block's missing columns
+    values = scores.gather(1, cols.clamp(max=columns - 1)).masked_fill_(past_end, float("-inf"))
+    if k == 1:
+        best, where = values.max(dim=1, keepdim=True)
+    else:
+        best, where = values.topk(k, dim=1)
+    return best, cols.gather(1, where)
+
+
 def max_output_lengths(src_len: torch.Tensor, ratio: float, extra: int, cap: int) -> torch.Tensor:
     """Per-sentence output budget ``ratio * src_len + extra``, at most ``cap``; shape (batch,)."""
     return torch.clamp((src_len.float() * ratio).long() + extra, max=cap)
@@ -52,7 +84,7 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
     for step in range(steps):
         output, state, attn = model.decoder.step(prev, state)
         logits = model.generator(output).float()  # (alive, outputs)
-        best, prev = logits.max(dim=-1)
+        best, prev = (t.squeeze(1) for t in row_topk(logits, 1))
         prev = model.generator.piece_ids(prev)
         if with_scores:
             scores[alive] += best - torch.logsumexp(logits, dim=-1)  # log-probability of the pick
@@ -146,7 +178,7 @@ class _Beams:
         log_probs = torch.log_softmax(self.model.generator(output).float(), dim=-1)
         vocab = log_probs.size(-1)
         cand = (self.scores.view(n * width, 1) + log_probs).view(n, width * vocab)
-        top_scores, top = cand.topk(2 * k, dim=1)  # (n, 2k), best first
+        top_scores, top = row_topk(cand, 2 * k)  # (n, 2k), best first
         origin, token = top // vocab, self.model.generator.piece_ids(top % vocab)
         rows = torch.arange(n, device=cand.device).unsqueeze(1) * width + origin  # (n, 2k)
         is_eos = token == EOS_ID
