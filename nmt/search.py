@@ -1,10 +1,12 @@
 """Decoding: batched greedy search over ``Seq2Seq.encode`` / ``decoder.step``."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
+from nmt.argmax import row_topk
 from nmt.model import Seq2Seq
 from nmt.tokenizer import BOS_ID, EOS_ID
 
@@ -20,38 +22,6 @@ class Hypothesis:
     attention: torch.Tensor | None
 
 
-def row_topk(scores: torch.Tensor, k: int, block: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """``scores.topk(k, dim=1)``, best first: the same values and indices (up to the order of
-    equal scores), several times faster on CPU for rows as wide as a vocabulary.
-
-    PyTorch's CPU top-k and max-with-index run element by element; its ``amax`` is
-    vectorised. So take the ``amax`` of each block of ``block`` columns: the k best scores lie
-    in the k blocks with the best maxima (a score outside them has k larger ones above it),
-    and only those k blocks are searched.
-
-    :param scores: shape (rows, columns)
-    :return: values, indices; shape (rows, k)
-    """
-    rows, columns = scores.shape
-    if scores.device.type != "cpu" or rows < 8 or columns < 4 * k * block:
-        return scores.max(dim=1, keepdim=True) if k == 1 else scores.topk(k, dim=1)
-    whole = columns // block
-    block_max = scores[:, :whole * block].view(rows, whole, block).amax(dim=2)  # (rows, whole)
-    if whole * block < columns:
-        block_max = torch.cat([block_max, scores[:, whole * block:].amax(dim=1, keepdim=True)], dim=1)
-    # k == 1 keeps max's rule for ties (the first block, then the first column in it).
-    starts = (block_max.max(dim=1).indices.unsqueeze(1) if k == 1
-              else block_max.topk(k, dim=1).indices) * block  # (rows, k)
-    cols = (starts.unsqueeze(2) + torch.arange(block, device=scores.device)).view(rows, k * block)
-    past_end = cols >= columns  # the short last block's missing columns
-    values = scores.gather(1, cols.clamp(max=columns - 1)).masked_fill_(past_end, float("-inf"))
-    if k == 1:
-        best, where = values.max(dim=1, keepdim=True)
-    else:
-        best, where = values.topk(k, dim=1)
-    return best, cols.gather(1, where)
-
-
 def max_output_lengths(src_len: torch.Tensor, ratio: float, extra: int, cap: int) -> torch.Tensor:
     """Per-sentence output budget ``ratio * src_len + extra``, at most ``cap``; shape (batch,)."""
     return torch.clamp((src_len.float() * ratio).long() + extra, max=cap)
@@ -59,14 +29,16 @@ def max_output_lengths(src_len: torch.Tensor, ratio: float, extra: int, cap: int
 
 @torch.inference_mode()
 def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
-                  max_len: torch.Tensor, with_scores: bool = True,
-                  with_attention: bool = True) -> list[Hypothesis]:
+                  max_len: torch.Tensor, with_scores: bool = True, with_attention: bool = True,
+                  argmax: Callable[[torch.Tensor], torch.Tensor] | None = None) -> list[Hypothesis]:
     """Pick the most likely piece at every step until EOS or the sentence's length budget.
 
     Finished sentences leave the batch, so one long output does not keep the others decoding.
     Without ``with_scores`` the hypotheses' scores are NaN: the per-step log-normaliser over
     the vocabulary (a seventh of greedy search's time at 8,000 pieces) is skipped; without
-    ``with_attention`` the hypotheses' attention is None and never gathered.
+    ``with_attention`` the hypotheses' attention is None and never gathered. ``argmax``, when
+    given and scores are not wanted, picks each step's logit position from the decoder output
+    (:class:`nmt.argmax.LinearArgmax`: the generator's argmax without its float32 matmul).
 
     :param src: shape (batch, src_len); :param src_len: shape (batch,)
     :param max_len: most pieces to generate per sentence (EOS included), shape (batch,)
@@ -83,11 +55,14 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
     prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     for step in range(steps):
         output, state, attn = model.decoder.step(prev, state)
-        logits = model.generator(output).float()  # (alive, outputs)
-        best, prev = (t.squeeze(1) for t in row_topk(logits, 1))
+        if argmax is not None and not with_scores:
+            prev = argmax(output)
+        else:
+            logits = model.generator(output).float()  # (alive, outputs)
+            best, prev = (t.squeeze(1) for t in row_topk(logits, 1))
+            if with_scores:
+                scores[alive] += best - torch.logsumexp(logits, dim=-1)  # log-probability of the pick
         prev = model.generator.piece_ids(prev)
-        if with_scores:
-            scores[alive] += best - torch.logsumexp(logits, dim=-1)  # log-probability of the pick
         tokens[alive, step] = prev
         if weights is not None:
             weights[alive, step] = attn.to(weights.dtype)

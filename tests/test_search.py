@@ -161,21 +161,3 @@ def test_early_stop_keeps_the_nbest_lists_and_saves_steps(monkeypatch):
                 assert early == full
                 saved[alpha] += full_rows - early_rows
     assert saved[0.0] > 0, saved
-
-
-def test_row_topk_equals_torch_topk():
-    from nmt.search import row_topk
-
-    torch.manual_seed(0)
-    for rows, columns in ((1, 5648), (9, 5648), (128, 5648), (20, 28240), (20, 300), (20, 7)):
-        scores = torch.randn(rows, columns)
-        scores[rows // 2, -1] = 60.0  # the best score in the short last block
-        for k in (k for k in (1, 2, 10) if k <= columns):
-            values, indices = row_topk(scores, k)
-            expected = scores.topk(k, dim=1)
-            assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
-        scores[0, 0] = scores[0, columns - 2] = scores[-1, columns // 3] = scores[-1, columns // 2] = 50.0
-        values, indices = row_topk(scores, 1)  # ties: the first index, as torch.max gives
-        expected = scores.max(dim=1)
-        assert torch.equal(values.squeeze(1), expected.values)
-        assert torch.equal(indices.squeeze(1), expected.indices)

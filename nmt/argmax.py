@@ -1,0 +1,104 @@
+"""Exact top-k and argmax for decoding, faster on CPU than PyTorch's own.
+
+- :func:`row_topk`: ``topk``/``max`` over rows as wide as a vocabulary, searched block-wise.
+- :class:`LinearArgmax`: the argmax of a linear layer's outputs from an int8 first pass,
+  certified exact, so greedy search picks the pieces it would pick in float32.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import nn
+
+
+def row_topk(scores: torch.Tensor, k: int, block: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """``scores.topk(k, dim=1)``, best first: the same values and indices (up to the order of
+    equal scores; for ``k`` 1 the first index, as ``max`` gives), several times faster on CPU
+    for rows as wide as a vocabulary.
+
+    PyTorch's CPU top-k and max-with-index run element by element; its ``amax`` is
+    vectorised. So take the ``amax`` of each block of ``block`` columns: the k best scores lie
+    in the k blocks with the best maxima (a score outside them has k larger ones above it),
+    and only those k blocks are searched.
+
+    :param scores: shape (rows, columns)
+    :return: values, indices; shape (rows, k)
+    """
+    rows, columns = scores.shape
+    if scores.device.type != "cpu" or rows < 8 or columns < 4 * k * block:
+        return scores.max(dim=1, keepdim=True) if k == 1 else scores.topk(k, dim=1)
+    whole = columns // block
+    block_max = scores[:, :whole * block].view(rows, whole, block).amax(dim=2)  # (rows, whole)
+    if whole * block < columns:
+        block_max = torch.cat([block_max, scores[:, whole * block:].amax(dim=1, keepdim=True)], dim=1)
+    # k == 1 keeps max's rule for ties (the first block, then the first column in it).
+    starts = (block_max.max(dim=1).indices.unsqueeze(1) if k == 1
+              else block_max.topk(k, dim=1).indices) * block  # (rows, k)
+    cols = (starts.unsqueeze(2) + torch.arange(block, device=scores.device)).view(rows, k * block)
+    past_end = cols >= columns  # the short last block's missing columns
+    values = scores.gather(1, cols.clamp(max=columns - 1)).masked_fill_(past_end, float("-inf"))
+    if k == 1:
+        best, where = values.max(dim=1, keepdim=True)
+    else:
+        best, where = values.topk(k, dim=1)
+    return best, cols.gather(1, where)
+
+
+class LinearArgmax:
+    """``argmax(x W^T + b)`` per row, equal to the argmax of the float32 outputs, at about the
+    cost of an int8 matmul (on the reference CPU 2.2x faster than float32's at 128 rows).
+
+    An int8 pass (weights per row, inputs per call, FBGEMM's dynamic quantization) gives
+    approximate outputs ``a_j``; the true ``y_j`` is within ``e = s ||w^_j||_1 + ||x||_2
+    ||w^_j - w_j||_2`` of ``a_j``, where ``w^`` is the int8 weight dequantized and ``s`` a full
+    input quantization step (twice the rounding error; FBGEMM steps by range / 127). The ``m``
+    best ``a_j`` are rescored exactly; their best wins if it beats the runner-up and every
+    other ``a_j + e`` by a margin above float32 rounding. Rows it cannot certify (about 1% at
+    ``m`` 4 on fra-eng) are computed in float32.
+
+    Build it once per decoding run: it copies the weights.
+    """
+
+    MARGIN = 2e-3  # above the float32 rounding of 256-term dot products of these sizes
+
+    def __init__(self, layer: nn.Linear, candidates: int = 4) -> None:
+        self.weight, self.bias = layer.weight.detach(), layer.bias.detach()
+        self.m = candidates
+        w = self.weight
+        scale = (w.abs().amax(dim=1).double() / 127).clamp_(min=1e-12)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the deprecation notice of quantized tensors
+            qweight = torch.quantize_per_channel(w, scale, torch.zeros_like(scale, dtype=torch.long),
+                                                 0, torch.qint8)
+        self.packed = torch.ops.quantized.linear_prepack(qweight, self.bias)
+        w_hat = qweight.dequantize()
+        # Maxima over the rows; 1.001 covers float32's rounding of these sums.
+        self.l1 = 1.001 * float(w_hat.abs().sum(dim=1).max())  # ||w^_j||_1
+        self.dist = 1.001 * float((w_hat - w).norm(dim=1).max())  # ||w^_j - w_j||_2
+
+    @staticmethod
+    def available(layer: nn.Module) -> bool:
+        """Whether ``layer`` is a float32 CPU linear layer and this torch has FBGEMM."""
+        return (type(layer) is nn.Linear and layer.bias is not None
+                and layer.weight.device.type == "cpu" and layer.weight.dtype == torch.float32
+                and hasattr(torch, "quantize_per_channel")
+                and "fbgemm" in torch.backends.quantized.supported_engines)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """:param x: shape (rows, in_features), float32
+        :return: indices of the largest outputs, shape (rows,)"""
+        approx = torch.ops.quantized.linear_dynamic(x, self.packed, True)  # (rows, out)
+        top, cand = row_topk(approx, self.m + 1)
+        cand = cand[:, :self.m]
+        exact = torch.bmm(self.weight[cand], x.unsqueeze(2)).squeeze(2) + self.bias[cand]  # (rows, m)
+        best2, pos = exact.topk(2, dim=1)
+        step = (max(float(x.max()), 0.0) - min(float(x.min()), 0.0)) / 127
+        others = top[:, self.m] + step * self.l1 + x.norm(dim=1) * self.dist
+        certain = best2[:, 0] >= torch.maximum(best2[:, 1], others) + self.MARGIN
+        picked = cand.gather(1, pos[:, :1]).squeeze(1)
+        if not bool(certain.all()):
+            unsure = (~certain).nonzero().squeeze(1)
+            logits = torch.addmm(self.bias, x[unsure], self.weight.t())
+            picked[unsure] = row_topk(logits, 1)[1].squeeze(1)
+        return picked

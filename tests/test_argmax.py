@@ -1,0 +1,85 @@
+import pytest
+import torch
+from torch import nn
+
+from nmt.argmax import LinearArgmax, row_topk
+
+needs_fbgemm = pytest.mark.skipif(not LinearArgmax.available(nn.Linear(4, 4)),
+                                  reason="this torch has no FBGEMM int8 kernels")
+
+
+def test_row_topk_equals_torch_topk():
+    torch.manual_seed(0)
+    for rows, columns in ((1, 5648), (9, 5648), (128, 5648), (20, 28240), (20, 300), (20, 7)):
+        scores = torch.randn(rows, columns)
+        scores[rows // 2, -1] = 60.0  # the best score in the short last block
+        for k in (k for k in (1, 2, 10) if k <= columns):
+            values, indices = row_topk(scores, k)
+            expected = scores.topk(k, dim=1)
+            assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
+        scores[0, 0] = scores[0, columns - 2] = scores[-1, columns // 3] = scores[-1, columns // 2] = 50.0
+        values, indices = row_topk(scores, 1)  # ties: the first index, as torch.max gives
+        expected = scores.max(dim=1)
+        assert torch.equal(values.squeeze(1), expected.values)
+        assert torch.equal(indices.squeeze(1), expected.indices)
+
+
+def _layer(outputs=600, inputs=64, seed=0):
+    torch.manual_seed(seed)
+    layer = nn.Linear(inputs, outputs)
+    nn.init.uniform_(layer.weight, -0.3, 0.3)
+    return layer
+
+
+@needs_fbgemm
+def test_int8_outputs_stay_within_the_error_bound():
+    """The certificate rests on |int8 output - exact output| <= step * l1 + ||x|| * dist."""
+    layer = _layer()
+    argmax = LinearArgmax(layer)
+    for scale in (1.0, 5.0):  # tanh-like inputs and wider ones, some all positive
+        for x in (torch.tanh(scale * torch.randn(50, 64)), scale * torch.rand(50, 64)):
+            approx = torch.ops.quantized.linear_dynamic(x, argmax.packed, True)
+            exact = (x.double() @ layer.weight.double().t() + layer.bias.double())
+            step = (max(float(x.max()), 0.0) - min(float(x.min()), 0.0)) / 127
+            bound = step * argmax.l1 + x.double().norm(dim=1, keepdim=True) * argmax.dist
+            assert bool(((approx.double() - exact).abs() <= bound).all())
+
+
+@needs_fbgemm
+def test_certified_argmax_equals_the_float32_argmax_near_ties_too():
+    layer = _layer(seed=1)
+    argmax = LinearArgmax(layer)
+    x = torch.tanh(2 * torch.randn(300, 64))
+    # Rows whose two best outputs are (nearly) tied cannot be certified: float32 decides them.
+    w, b = layer.weight.detach(), layer.bias.detach()
+    tie = torch.linalg.lstsq(torch.stack([w[3] - w[7]]), (b[7] - b[3]).view(1, 1)).solution.squeeze(1)
+    x[:20] = 0.01 * x[:20] + tie  # y_3 == y_7 up to the small perturbation
+    calls = []
+    addmm = torch.addmm
+    torch.addmm = lambda *a, **k: calls.append(a[1].size(0)) or addmm(*a, **k)
+    try:
+        picked = argmax(x)
+    finally:
+        torch.addmm = addmm
+    assert torch.equal(picked, (x @ w.t() + b).max(dim=1).indices)
+    assert calls and 0 < calls[0] < x.size(0)  # some rows fell back, most did not
+
+
+@needs_fbgemm
+def test_greedy_search_picks_the_same_pieces_with_the_certified_argmax():
+    from conftest import tiny_model
+    from nmt.batching import make_batch
+    from nmt.search import greedy_search
+
+    model = tiny_model(vocab=30, seed=7).eval()
+    batch = make_batch([[5, 6, 7, 8], [9], [10, 11, 12, 13, 14, 15, 16], [17, 5]] * 4)
+    budget = torch.full((16,), 12)
+    plain = greedy_search(model, batch.src, batch.src_len, budget, with_scores=False)
+    fast = greedy_search(model, batch.src, batch.src_len, budget, with_scores=False,
+                         argmax=LinearArgmax(model.generator.proj))
+    assert [h.tokens for h in fast] == [h.tokens for h in plain]
+
+
+def test_only_float32_cpu_linear_layers_qualify():
+    assert not LinearArgmax.available(nn.Linear(4, 4, bias=False))
+    assert not LinearArgmax.available(nn.Linear(4, 4).double())
