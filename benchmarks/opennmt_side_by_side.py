@@ -114,7 +114,7 @@ def _steps_and_seconds(log: str) -> list[tuple[int, float, str]]:
 
     found = []
     for line in log.splitlines():
-        m = re.search(r"\[(\S+ \S+) INFO\] Step (\d+)/", line)
+        m = re.search(r"\[(\S+ \S+) INFO\] Step\s+(\d+)/", line)  # "Step  5/": padded
         if m:
             stamp = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
             found.append((int(m.group(2)), stamp, line))
