@@ -57,13 +57,14 @@ class LinearArgmax:
     other ``a_j + e`` by a margin above float32 rounding. Rows it cannot certify (1.3-1.6% at
     ``m`` 4 on fra-eng) are computed in float32.
 
-    Build it once per decoding run: it copies the weights.
+    It copies the weights: build it again when they change (training).
     """
 
     MARGIN = 2e-3  # above the float32 rounding of 256-term dot products of these sizes
 
     def __init__(self, layer: nn.Linear, candidates: int = 4) -> None:
-        self.weight, self.bias = layer.weight.detach(), layer.bias.detach()
+        # Copies: the int8 pass and the float32 rescoring must see the same weights.
+        self.weight, self.bias = layer.weight.detach().clone(), layer.bias.detach().clone()
         self.m = candidates
         w = self.weight
         scale = (w.abs().amax(dim=1).double() / 127).clamp_(min=1e-12)
