@@ -80,6 +80,19 @@ def test_greedy_search_picks_the_same_pieces_with_the_certified_argmax():
     assert [h.tokens for h in fast] == [h.tokens for h in plain]
 
 
+@needs_fbgemm
+def test_an_untrained_layer_soon_goes_float32_and_still_agrees():
+    layer = _layer(outputs=600, seed=2)
+    nn.init.normal_(layer.weight, std=1e-3)  # outputs too close together to certify
+    argmax = LinearArgmax(layer)
+    x = torch.tanh(torch.randn(400, 64))
+    expected = (x @ layer.weight.detach().t() + layer.bias.detach()).max(dim=1).indices
+    for start in list(range(0, 400, 100)) * 4:
+        assert torch.equal(argmax(x[start:start + 100]), expected[start:start + 100])
+    assert argmax.unsure > argmax.GIVE_UP[0] * argmax.rows  # it gave up...
+    assert argmax.rows <= argmax.GIVE_UP[1] + 100  # ...and stopped counting: no int8 pass since
+
+
 def test_only_float32_cpu_linear_layers_qualify():
     assert not LinearArgmax.available(nn.Linear(4, 4, bias=False))
     assert not LinearArgmax.available(nn.Linear(4, 4).double())
