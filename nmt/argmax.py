@@ -54,14 +54,14 @@ class LinearArgmax:
     ||w^_j - w_j||_2`` of ``a_j``, where ``w^`` is the int8 weight dequantized and ``s`` a full
     input quantization step (twice the rounding error; FBGEMM steps by range / 127). The ``m``
     best ``a_j`` are rescored exactly; their best wins if it beats the runner-up and every
-    other ``a_j + e`` by a margin above float32 rounding. Rows it cannot certify (1.3-1.6% at
+    other ``a_j + e`` by a margin above float32 rounding (twice the worst case of a dot product
+    of that length, so the float32 matmul's argmax is the same). Rows it cannot certify (1.3-1.6% at
     ``m`` 4 on fra-eng) are computed in float32. An untrained layer's outputs are too close to
     certify often; once a fifth of the rows seen have failed, it computes every row in float32.
 
     It copies the weights: build it again when they change (training).
     """
 
-    MARGIN = 2e-3  # above the float32 rounding of 256-term dot products of these sizes
     GIVE_UP = 0.2, 1000  # the share of uncertified rows, after this many rows, that ends the int8 pass
 
     def __init__(self, layer: nn.Linear, candidates: int = 4) -> None:
@@ -100,9 +100,12 @@ class LinearArgmax:
         cand = cand[:, :self.m]
         exact = torch.bmm(self.weight[cand], x.unsqueeze(2)).squeeze(2) + self.bias[cand]  # (rows, m)
         best2, pos = exact.topk(2, dim=1)
-        step = (max(float(x.max()), 0.0) - min(float(x.min()), 0.0)) / 127
+        low, high = (float(v) for v in torch.aminmax(x))
+        step = (max(high, 0.0) - min(low, 0.0)) / 127
         others = top[:, self.m] + step * self.l1 + x.norm(dim=1) * self.dist
-        certain = best2[:, 0] >= torch.maximum(best2[:, 1], others) + self.MARGIN
+        # float32 rounding of a k-term dot product: at most k * 2^-24 * sum |w_i x_i|, each way
+        margin = 4 * x.size(1) * 2.0 ** -24 * self.l1 * max(-low, high) + 1e-5
+        certain = best2[:, 0] >= torch.maximum(best2[:, 1], others) + margin
         picked = cand.gather(1, pos[:, :1]).squeeze(1)
         self.rows += x.size(0)
         if not bool(certain.all()):

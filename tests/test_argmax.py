@@ -66,6 +66,18 @@ def test_certified_argmax_equals_the_float32_argmax_near_ties_too():
 
 
 @needs_fbgemm
+def test_exactly_tied_outputs_go_to_the_first_as_float32_max_does():
+    layer = _layer(seed=3)
+    with torch.no_grad():
+        layer.weight[7], layer.bias[7] = layer.weight[3], layer.bias[3]  # y_7 == y_3, always
+    argmax = LinearArgmax(layer)
+    x = torch.tanh(5 * layer.weight.detach()[3].expand(30, -1) + 0.1 * torch.randn(30, 64))
+    picked = argmax(x)
+    assert torch.equal(picked, (x @ layer.weight.detach().t() + layer.bias.detach()).max(dim=1).indices)
+    assert bool((picked == 3).all())
+
+
+@needs_fbgemm
 def test_greedy_search_picks_the_same_pieces_with_the_certified_argmax():
     from conftest import tiny_model
     from nmt.batching import make_batch
@@ -82,10 +94,10 @@ def test_greedy_search_picks_the_same_pieces_with_the_certified_argmax():
 
 @needs_fbgemm
 def test_an_untrained_layer_soon_goes_float32_and_still_agrees():
-    layer = _layer(outputs=600, seed=2)
-    nn.init.normal_(layer.weight, std=1e-3)  # outputs too close together to certify
+    torch.manual_seed(2)
+    layer = nn.Linear(256, 5648)  # PyTorch's init: many outputs, too close together to certify
     argmax = LinearArgmax(layer)
-    x = torch.tanh(torch.randn(400, 64))
+    x = torch.tanh(2 * torch.randn(400, 256))
     expected = (x @ layer.weight.detach().t() + layer.bias.detach()).max(dim=1).indices
     for start in list(range(0, 400, 100)) * 4:
         assert torch.equal(argmax(x[start:start + 100]), expected[start:start + 100])
