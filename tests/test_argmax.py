@@ -46,7 +46,7 @@ def test_int8_outputs_stay_within_the_error_bound():
 
 
 @needs_fbgemm
-def test_certified_argmax_equals_the_float32_argmax_near_ties_too():
+def test_certified_argmax_equals_the_float32_argmax_near_ties_too(monkeypatch):
     layer = _layer(seed=1)
     argmax = LinearArgmax(layer)
     x = torch.tanh(2 * torch.randn(300, 64))
@@ -54,13 +54,10 @@ def test_certified_argmax_equals_the_float32_argmax_near_ties_too():
     w, b = layer.weight.detach(), layer.bias.detach()
     tie = torch.linalg.lstsq(torch.stack([w[3] - w[7]]), (b[7] - b[3]).view(1, 1)).solution.squeeze(1)
     x[:20] = 0.01 * x[:20] + tie  # y_3 == y_7 up to the small perturbation
-    calls = []
-    addmm = torch.addmm
-    torch.addmm = lambda *a, **k: calls.append(a[1].size(0)) or addmm(*a, **k)
-    try:
-        picked = argmax(x)
-    finally:
-        torch.addmm = addmm
+    calls, addmm = [], torch.addmm
+    monkeypatch.setattr(torch, "addmm", lambda *a, **k: calls.append(a[1].size(0)) or addmm(*a, **k))
+    picked = argmax(x)
+    monkeypatch.undo()
     assert torch.equal(picked, (x @ w.t() + b).max(dim=1).indices)
     assert calls and 0 < calls[0] < x.size(0)  # some rows fell back, most did not
 

@@ -22,8 +22,8 @@ def test_bench_measures_every_phase(corpus, tiny_run, tmp_path):  # noqa: F811
     out = tmp_path / "bench.json"
     result = nmt("bench", "--corpus", str(corpus), "--pairs", "200", "--steps", "3", "--warmup", "1",
                  "--embed-size", "8", "--hidden-size", "12", "--layers", "1", "--vocab-size", "60",
-                 "--batch-size", "16", "--checkpoint", str(tiny_run), "--sentences", "20", "--beam", "2", "--length-penalty", "0",
-                 "--device", "cpu", "--json-out", str(out))
+                 "--batch-size", "16", "--checkpoint", str(tiny_run), "--sentences", "20", "--beam", "2",
+                 "--length-penalty", "0", "--device", "cpu", "--json-out", str(out))
     assert result.returncode == 0, result.stderr
     record = json.loads(out.read_text())
     train = record["train"]
