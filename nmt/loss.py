@@ -11,6 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from nmt.batching import Batch
+from nmt.model import Seq2Seq
+
 
 class _ProjectedSmoothedCE(torch.autograd.Function):
     """sum_t [(1 - eps) * -log p_t(gold_t) + eps * mean_v -log p_t(v)] with logits = x W^T + b.
@@ -80,3 +83,9 @@ def masked_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: t
     real = generator.dropout(outputs[tgt_mask])  # (n_tokens, hidden)
     return _ProjectedSmoothedCE.apply(real, generator.proj.weight, generator.proj.bias,
                                       generator.positions(tgt_out[tgt_mask]), label_smoothing)
+
+
+def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
+    """A teacher-forced pass over ``batch`` (on the model's device): summed token cross-entropy."""
+    outputs, _ = model(batch.src, batch.src_len, batch.tgt_in)
+    return masked_cross_entropy(model.generator, outputs, batch.tgt_out, batch.tgt_mask, label_smoothing)

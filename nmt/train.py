@@ -23,7 +23,7 @@ from nmt import checkpoint
 from nmt.batching import Batch, bucket_batches, make_batch
 from nmt.config import RunConfig
 from nmt.devices import autocast, describe
-from nmt.loss import masked_cross_entropy
+from nmt.loss import batch_loss
 from nmt.metrics import bleu
 from nmt.model import Seq2Seq
 from nmt.plotting import plot_training_curve
@@ -94,9 +94,7 @@ class Trainer:
         n_tokens = batch.n_tokens
         batch = batch.to(self.device)
         with autocast(self.device):
-            outputs, _ = self.model(batch.src, batch.src_len, batch.tgt_in)
-            loss = masked_cross_entropy(self.model.generator, outputs, batch.tgt_out,
-                                        batch.tgt_mask, self.t.label_smoothing) / n_tokens
+            loss = batch_loss(self.model, batch, self.t.label_smoothing) / n_tokens
         value = loss.item()
         if not math.isfinite(value):
             self.stop_reason = f"non-finite loss ({value}) at step {self.state.step + 1}"
@@ -180,9 +178,7 @@ class Trainer:
         total, tokens = 0.0, 0
         for k in range(0, len(self.valid_src), 256):
             batch = make_batch(self.valid_src[k:k + 256], self.valid_tgt[k:k + 256]).to(self.device)
-            outputs, _ = self.model(batch.src, batch.src_len, batch.tgt_in)
-            total += float(masked_cross_entropy(self.model.generator, outputs, batch.tgt_out,
-                                                batch.tgt_mask))
+            total += float(batch_loss(self.model, batch))
             tokens += batch.n_tokens
         self.model.train()
         return total / max(tokens, 1)
