@@ -22,7 +22,8 @@ import torch
 from nmt import __version__
 from nmt.batching import make_batch
 from nmt.config import RunConfig
-from nmt.devices import describe, pick_device, configure_cpu
+from nmt.devices import configure_cpu, describe, pick_device, synchronize
+from nmt.flops import matmul_peak_flops, training_flops
 from nmt.model import build_model, count_parameters
 from nmt.prepare import prepare_run_data
 from nmt.quantize import load_for_decoding
@@ -67,14 +68,10 @@ class BenchResult:
     translate: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int) -> dict[str, float]:
     """Train a fresh model of ``config``'s size on ``pairs`` random corpus pairs (all if None),
-    bucketed as ``nmt train`` buckets them; time it."""
+    bucketed as ``nmt train`` buckets them; time it, then count the timed steps' matmul FLOPs
+    (see :mod:`nmt.flops`) and measure the device's matmul peak to compare them with."""
     device = pick_device(config.train.device)
     data_cfg = dataclasses.replace(config.data, valid_size=0, test_size=0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,21 +83,24 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
         batches = trainer.batches_of_epoch(0)
         while len(batches) < warmup + steps:
             batches += trainer.batches_of_epoch(len(batches))
-        src_pieces = tgt_pieces = padded = sentences = 0
+        timed = []  # batches are made inside the timed loop, as nmt train makes them
         with PeakRSS() as rss:
             for k, index in enumerate(batches[:warmup + steps]):
                 if k == warmup:
-                    _sync(device)
+                    synchronize(device)
                     start = time.perf_counter()
                 batch = make_batch([data.train_src[i] for i in index], [data.train_tgt[i] for i in index])
                 trainer.train_step(batch)
                 if k >= warmup:
-                    sentences += len(index)
-                    src_pieces += int(batch.src_len.sum())
-                    tgt_pieces += batch.n_tokens
-                    padded += batch.src.numel() + batch.tgt_out.numel()
-            _sync(device)
+                    timed.append(batch)
+            synchronize(device)
             seconds = time.perf_counter() - start
+        flops = training_flops(model, timed, config.train.label_smoothing)  # after the RSS phase
+    peak, peak_dtype = matmul_peak_flops(device)
+    sentences = sum(b.src.size(0) for b in timed)
+    src_pieces = sum(int(b.src_len.sum()) for b in timed)
+    tgt_pieces = sum(b.n_tokens for b in timed)
+    padded = sum(b.src.numel() + b.tgt_out.numel() for b in timed)
     return {"parameters": count_parameters(model), "vocab": data.tokenizer.vocab_size,
             "output_pieces": config.model.target_pieces,
             "steps": steps, "seconds": round(seconds, 2),
@@ -108,17 +108,21 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
             "target_pieces_per_s": round(tgt_pieces / seconds, 1),
             "pieces_per_s": round((src_pieces + tgt_pieces) / seconds, 1),
             "padding_fraction": round(1 - (src_pieces + tgt_pieces) / padded, 4),
-            "peak_rss_mb": round(rss.peak / 2**20, 1)}
+            "peak_rss_mb": round(rss.peak / 2**20, 1),
+            "gflop_per_step": round(flops / steps / 1e9, 3),
+            "gflops": round(flops / seconds / 1e9, 1),
+            "matmul_peak_gflops": round(peak / 1e9, 1), "matmul_peak_dtype": peak_dtype,
+            "peak_fraction": round(flops / seconds / peak, 3)}
 
 
 def bench_translation(translator: Translator, sources: list[str], batch_size: int) -> dict[str, float]:
     """Time raw text → detokenised text for ``sources`` with the translator's search."""
     translator.translate(sources[:batch_size], batch_size)  # warm-up
     with PeakRSS() as rss:
-        _sync(translator.device)
+        synchronize(translator.device)
         start = time.perf_counter()
         outputs = translator.translate(sources, batch_size)
-        _sync(translator.device)
+        synchronize(translator.device)
         seconds = time.perf_counter() - start
     return {"sentences": len(sources), "workers": translator.parallel_workers(), "seconds": round(seconds, 2),
             "sentences_per_s": round(len(sources) / seconds, 1),

@@ -45,6 +45,12 @@ def describe(device: torch.device) -> str:
     return str(device)
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work, so a timer around it measures it (a no-op on CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def configure_cpu(threads: int) -> None:
     """Use ``threads`` intra-op threads (one per available core when 0) and keep freed memory.
 

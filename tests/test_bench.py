@@ -29,7 +29,9 @@ def test_bench_measures_every_phase(corpus, tiny_run, tmp_path):  # noqa: F811
     train = record["train"]
     assert train["steps"] == 3 and train["sentences_per_s"] > 0 and 0 <= train["padding_fraction"] < 1
     assert train["peak_rss_mb"] > 50
+    assert train["gflop_per_step"] > 0 and train["matmul_peak_gflops"] > 0
+    assert abs(train["peak_fraction"] - train["gflops"] / train["matmul_peak_gflops"]) < 0.01
     assert set(record["translate"]) == {"greedy", "beam 2"}
     assert all(p["sentences"] == 20 and p["sentences_per_s"] > 0 for p in record["translate"].values())
     assert record["settings"]["length_penalty"] == 0.0
-    assert "train" in result.stdout and "beam 2" in result.stdout and "alpha" in result.stdout
+    assert "train" in result.stdout and "matmul peak" in result.stdout and "beam 2" in result.stdout and "alpha" in result.stdout

@@ -1,0 +1,55 @@
+"""How close training runs to the hardware: a step's matmul FLOPs and the machine's matmul peak.
+
+The count is the model FLOPs of nanoGPT's MFU: matrix products only (``mm``, ``addmm``,
+``bmm``, ...), forward and backward, as PyTorch's ``FlopCounterMode`` sees them; elementwise
+work is the overhead the ratio exposes. It is taken on CPU, where ``nn.GRU`` runs as matmuls
+the counter sees (CUDA's fused cuDNN GRU is one opaque kernel), so it is the same on every device.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Iterable
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from nmt.batching import Batch
+from nmt.devices import autocast, synchronize
+from nmt.loss import batch_loss
+from nmt.model import Seq2Seq
+
+
+def training_flops(model: Seq2Seq, batches: Iterable[Batch], label_smoothing: float) -> int:
+    """Matmul FLOPs of the forward and backward passes of a training step on each batch, summed.
+
+    Runs them on a CPU copy of ``model`` (``model`` itself when on CPU; its gradients are
+    cleared afterwards); no optimiser step is taken.
+    """
+    cpu_model = model if next(model.parameters()).device.type == "cpu" else copy.deepcopy(model).cpu()
+    cpu_model.train()
+    with FlopCounterMode(display=False) as counter:
+        for batch in batches:
+            batch_loss(cpu_model, batch.to(torch.device("cpu")), label_smoothing).backward()
+    cpu_model.zero_grad(set_to_none=True)
+    return counter.get_total_flops()
+
+
+def matmul_peak_flops(device: torch.device, size: int | None = None, repeats: int = 5) -> tuple[float, str]:
+    """The best FLOP/s of a square ``size`` matmul in training's precision, after a warm-up.
+
+    :return: (FLOP/s, dtype name): float32 on CPU, float16 on CUDA (training's autocast)
+    """
+    size = size or (8192 if device.type == "cuda" else 2048)
+    a = torch.randn(size, size, device=device)
+    b = torch.randn(size, size, device=device)
+    best = float("inf")
+    with autocast(device):
+        for k in range(repeats + 1):
+            synchronize(device)
+            start = time.perf_counter()
+            product = a @ b
+            synchronize(device)
+            if k:  # the first is the warm-up
+                best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best, str(product.dtype).removeprefix("torch.")
