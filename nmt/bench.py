@@ -8,11 +8,13 @@ sampled every 10 ms in each phase separately.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import platform
 import random
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from typing import Any
 import torch
 
 from nmt import __version__
-from nmt.batching import make_batch
+from nmt.batching import Batch, make_batch
 from nmt.config import RunConfig
 from nmt.devices import configure_cpu, describe, pick_device, synchronize
 from nmt.flops import matmul_peak_flops, training_flops
@@ -68,10 +70,14 @@ class BenchResult:
     translate: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int) -> dict[str, float]:
+def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
+                   ) -> tuple[dict[str, float], Callable[[], dict[str, float]]]:
     """Train a fresh model of ``config``'s size on ``pairs`` random corpus pairs (all if None),
-    bucketed as ``nmt train`` buckets them; time it, then count the timed steps' matmul FLOPs
-    (see :mod:`nmt.flops`) and measure the device's matmul peak to compare them with."""
+    bucketed as ``nmt train`` buckets them; time it.
+
+    :return: the figures; a call that counts the timed steps' matmul FLOPs (see
+        :mod:`nmt.flops`) and compares their rate with the device's matmul peak
+    """
     device = pick_device(config.train.device)
     data_cfg = dataclasses.replace(config.data, valid_size=0, test_size=0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,8 +101,10 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
                     timed.append(batch)
             synchronize(device)
             seconds = time.perf_counter() - start
-        flops = training_flops(model, timed, config.train.label_smoothing)  # after the RSS phase
-    peak, peak_dtype = matmul_peak_flops(device)
+    # counted after the translation phases, so that neither peak RSS includes the count's memory
+    # the piece ids as tensors: holding the lists' int objects kept 70 MB of the corpus's memory
+    count = functools.partial(_efficiency, config, torch.tensor(data.source_pieces),
+                              torch.tensor(data.target_pieces), timed, seconds, device)
     sentences = sum(b.src.size(0) for b in timed)
     src_pieces = sum(int(b.src_len.sum()) for b in timed)
     tgt_pieces = sum(b.n_tokens for b in timed)
@@ -108,9 +116,17 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
             "target_pieces_per_s": round(tgt_pieces / seconds, 1),
             "pieces_per_s": round((src_pieces + tgt_pieces) / seconds, 1),
             "padding_fraction": round(1 - (src_pieces + tgt_pieces) / padded, 4),
-            "peak_rss_mb": round(rss.peak / 2**20, 1),
-            "gflop_per_step": round(flops / steps / 1e9, 3),
-            "gflops": round(flops / seconds / 1e9, 1),
+            "peak_rss_mb": round(rss.peak / 2**20, 1)}, count
+
+
+def _efficiency(config: RunConfig, source_pieces: torch.Tensor, target_pieces: torch.Tensor,
+                batches: list[Batch], seconds: float, device: torch.device) -> dict[str, float]:
+    """The timed steps' matmul FLOPs, their rate, and its fraction of the device's matmul peak.
+    Weights do not change the count, so a fresh CPU model of the same size counts them."""
+    model = build_model(config.model, PAD_ID, source_pieces.tolist(), target_pieces.tolist())
+    flops = training_flops(model, batches, config.train.label_smoothing)
+    peak, peak_dtype = matmul_peak_flops(device)
+    return {"gflop_per_step": round(flops / len(batches) / 1e9, 3), "gflops": round(flops / seconds / 1e9, 1),
             "matmul_peak_gflops": round(peak / 1e9, 1), "matmul_peak_dtype": peak_dtype,
             "peak_fraction": round(flops / seconds / peak, 3)}
 
@@ -177,7 +193,7 @@ def run_bench(config: RunConfig, pairs: int | None, steps: int, warmup: int, run
     device = pick_device(config.train.device)
     result = BenchResult(settings(device) | {"translate_precision": precision,
                                              "length_penalty": length_penalty})
-    result.train = bench_training(config, pairs, steps, warmup)
+    result.train, efficiency = bench_training(config, pairs, steps, warmup)
     if run is not None:
         device, model, tokenizer = load_for_decoding(run, precision, config.train.device)
         texts = test_sources(run, sentences)
@@ -185,4 +201,5 @@ def run_bench(config: RunConfig, pairs: int | None, steps: int, warmup: int, run
             translator = Translator(model, tokenizer, device, beam=width,
                                     length_penalty=length_penalty)
             result.translate[name] = bench_translation(translator, texts, batch_size)
+    result.train |= efficiency()
     return result

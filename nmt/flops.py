@@ -3,11 +3,11 @@
 The count is the model FLOPs of nanoGPT's MFU: matrix products only (``mm``, ``addmm``,
 ``bmm``, ...), forward and backward, as PyTorch's ``FlopCounterMode`` sees them; elementwise
 work is the overhead the ratio exposes. It is taken on CPU, where ``nn.GRU`` runs as matmuls
-the counter sees (CUDA's fused cuDNN GRU is one opaque kernel), so it is the same on every device.
+the counter sees (CUDA's fused cuDNN GRU is one opaque kernel); the count is the same for the
+same batches on any device.
 """
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Iterable
 
@@ -15,7 +15,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from nmt.batching import Batch
-from nmt.devices import autocast, synchronize
+from nmt.devices import synchronize
 from nmt.loss import batch_loss
 from nmt.model import Seq2Seq
 
@@ -23,15 +23,16 @@ from nmt.model import Seq2Seq
 def training_flops(model: Seq2Seq, batches: Iterable[Batch], label_smoothing: float) -> int:
     """Matmul FLOPs of the forward and backward passes of a training step on each batch, summed.
 
-    Runs them on a CPU copy of ``model`` (``model`` itself when on CPU; its gradients are
-    cleared afterwards); no optimiser step is taken.
+    :param model: on CPU (CUDA's cuDNN GRU is one kernel the counter cannot see into); left in
+        training mode with no gradients; no optimiser step is taken
     """
-    cpu_model = model if next(model.parameters()).device.type == "cpu" else copy.deepcopy(model).cpu()
-    cpu_model.train()
+    if next(model.parameters()).device.type != "cpu":
+        raise ValueError("training_flops counts on CPU; pass a CPU model")
+    model.train()
     with FlopCounterMode(display=False) as counter:
         for batch in batches:
-            batch_loss(cpu_model, batch.to(torch.device("cpu")), label_smoothing).backward()
-    cpu_model.zero_grad(set_to_none=True)
+            batch_loss(model, batch.to(torch.device("cpu")), label_smoothing).backward()
+    model.zero_grad(set_to_none=True)
     return counter.get_total_flops()
 
 
@@ -40,16 +41,17 @@ def matmul_peak_flops(device: torch.device, size: int | None = None, repeats: in
 
     :return: (FLOP/s, dtype name): float32 on CPU, float16 on CUDA (training's autocast)
     """
-    size = size or (8192 if device.type == "cuda" else 2048)
-    a = torch.randn(size, size, device=device)
-    b = torch.randn(size, size, device=device)
+    cuda = device.type == "cuda"
+    size = size or (8192 if cuda else 2048)
+    dtype = torch.float16 if cuda else torch.float32  # made in it: autocast would time the casts
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
     best = float("inf")
-    with autocast(device):
-        for k in range(repeats + 1):
-            synchronize(device)
-            start = time.perf_counter()
-            product = a @ b
-            synchronize(device)
-            if k:  # the first is the warm-up
-                best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best, str(product.dtype).removeprefix("torch.")
+    for k in range(repeats + 1):
+        synchronize(device)
+        start = time.perf_counter()
+        a @ b
+        synchronize(device)
+        if k:  # the first is the warm-up
+            best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best, str(dtype).removeprefix("torch.")

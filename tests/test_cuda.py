@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from nmt.batching import make_batch
+from nmt.flops import matmul_peak_flops
 from nmt.search import beam_search, greedy_search
 from nmt.translate import Translator
 
@@ -26,6 +27,12 @@ def test_cuda_decoding_matches_cpu(tokenizer):
     cpu = Translator(cpu_model, tokenizer, torch.device("cpu"), beam=3)
     lines = ["Tom sees the cat.", "Mary likes the big dog today."]
     assert gpu.translate(lines) == cpu.translate(lines)
+
+
+@cuda
+def test_cuda_matmul_peak_is_measured_in_float16_as_training_runs():
+    flops, dtype = matmul_peak_flops(torch.device("cuda"), size=1024)
+    assert flops > 1e9 and dtype == "float16"
 
 
 @cuda

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from nmt.batching import make_batch
@@ -33,3 +34,9 @@ def test_counting_a_longer_source_counts_more_encoder_work():
 def test_matmul_peak_is_a_rate_and_names_its_dtype():
     flops, dtype = matmul_peak_flops(torch.device("cpu"), size=128, repeats=2)
     assert flops > 1e6 and dtype == "float32"
+
+
+def test_counting_refuses_a_model_off_the_cpu():
+    model = tiny_model(vocab=30).to("meta")
+    with pytest.raises(ValueError, match="CPU"):
+        training_flops(model, [], 0.0)
