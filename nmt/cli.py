@@ -379,7 +379,8 @@ def bench(
                                   "training is always fp32.")] = "fp32",
     json_out: Annotated[Path, Opt(help="Write the figures as JSON here.")] = Path("bench.json"),
 ) -> None:
-    """Measure training and translation throughput and peak memory on this machine."""
+    """Measure training and translation throughput and peak memory on this machine, and how
+    close training runs to the device's matmul peak."""
     import dataclasses
     import json
 
