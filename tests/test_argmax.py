@@ -63,6 +63,22 @@ def test_certified_argmax_equals_the_float32_argmax_near_ties_too(monkeypatch):
 
 
 @needs_fbgemm
+def test_rows_the_candidates_cannot_certify_are_settled_by_the_outputs_within_reach(monkeypatch):
+    layer = _layer(seed=4)
+    with torch.no_grad():  # ten outputs 0.01 apart: closer than the int8 error bound, far above rounding
+        layer.weight[:10] = layer.weight[0]
+        layer.bias[:10] = layer.bias[0] - 0.01 * torch.arange(10.0)
+    argmax = LinearArgmax(layer)
+    x = torch.tanh(5 * layer.weight.detach()[0].expand(40, -1) + 0.1 * torch.randn(40, 64))
+    calls, addmm = [], torch.addmm
+    monkeypatch.setattr(torch, "addmm", lambda *a, **k: calls.append(a[1].size(0)) or addmm(*a, **k))
+    picked = argmax(x)
+    monkeypatch.undo()
+    assert torch.equal(picked, (x @ layer.weight.detach().t() + layer.bias.detach()).max(dim=1).indices)
+    assert argmax.unsure == 40 and not calls  # none certified by 4 candidates; none needed float32
+
+
+@needs_fbgemm
 def test_exactly_tied_outputs_go_to_the_first_as_float32_max_does():
     layer = _layer(seed=3)
     with torch.no_grad():
