@@ -101,8 +101,8 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
                     timed.append(batch)
             synchronize(device)
             seconds = time.perf_counter() - start
-    # counted after the translation phases, so that neither peak RSS includes the count's memory
-    # the piece ids as tensors: holding the lists' int objects kept 70 MB of the corpus's memory
+    # Counted after the translation phases, so that no phase's peak RSS includes the count's
+    # memory; the piece ids go as tensors (holding the lists' int objects kept 70 MB alive).
     count = functools.partial(_efficiency, config, torch.tensor(data.source_pieces),
                               torch.tensor(data.target_pieces), timed, seconds, device)
     sentences = sum(b.src.size(0) for b in timed)
