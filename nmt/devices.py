@@ -49,6 +49,8 @@ def synchronize(device: torch.device) -> None:
     """Wait for the device's queued work, so a timer around it measures it (a no-op on CPU)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
 
 
 def configure_cpu(threads: int) -> None:
