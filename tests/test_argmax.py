@@ -31,6 +31,13 @@ def _layer(outputs=600, inputs=64, seed=0):
     return layer
 
 
+def _count_addmm_rows(monkeypatch) -> list[int]:
+    """Record the rows of every float32 ``torch.addmm`` from now on (the float32 fallback)."""
+    calls, addmm = [], torch.addmm
+    monkeypatch.setattr(torch, "addmm", lambda *a, **k: calls.append(a[1].size(0)) or addmm(*a, **k))
+    return calls
+
+
 @needs_fbgemm
 def test_int8_outputs_stay_within_the_error_bound():
     """The certificate rests on |int8 output - exact output| <= step * l1 + ||x|| * dist."""
@@ -54,8 +61,7 @@ def test_certified_argmax_equals_the_float32_argmax_near_ties_too(monkeypatch):
     w, b = layer.weight.detach(), layer.bias.detach()
     tie = torch.linalg.lstsq(torch.stack([w[3] - w[7]]), (b[7] - b[3]).view(1, 1)).solution.squeeze(1)
     x[:20] = 0.01 * x[:20] + tie  # y_3 == y_7 up to the small perturbation
-    calls, addmm = [], torch.addmm
-    monkeypatch.setattr(torch, "addmm", lambda *a, **k: calls.append(a[1].size(0)) or addmm(*a, **k))
+    calls = _count_addmm_rows(monkeypatch)
     picked = argmax(x)
     monkeypatch.undo()
     assert torch.equal(picked, (x @ w.t() + b).max(dim=1).indices)
@@ -70,8 +76,7 @@ def test_rows_the_candidates_cannot_certify_are_settled_by_the_outputs_within_re
         layer.bias[:10] = layer.bias[0] - 0.01 * torch.arange(10.0)
     argmax = LinearArgmax(layer)
     x = torch.tanh(5 * layer.weight.detach()[0].expand(40, -1) + 0.1 * torch.randn(40, 64))
-    calls, addmm = [], torch.addmm
-    monkeypatch.setattr(torch, "addmm", lambda *a, **k: calls.append(a[1].size(0)) or addmm(*a, **k))
+    calls = _count_addmm_rows(monkeypatch)
     picked = argmax(x)
     monkeypatch.undo()
     assert torch.equal(picked, (x @ layer.weight.detach().t() + layer.bias.detach()).max(dim=1).indices)
