@@ -65,7 +65,7 @@ class LinearArgmax:
     """
 
     GIVE_UP = 0.2, 1000  # the share of uncertified rows, after this many rows, that ends the int8 pass
-    SETTLE_MAX = 256  # outputs per row scored one by one for an uncertified row, at most
+    SETTLE_MAX = 256  # outputs scored one by one per uncertified row, on average over a call's rows
 
     def __init__(self, layer: nn.Linear, candidates: int = 4) -> None:
         # Copies: the int8 pass and the float32 rescoring must see the same weights.
@@ -124,7 +124,8 @@ class LinearArgmax:
         """Picks for the rows the candidates did not certify, scoring exactly only the outputs
         whose int8 value comes within ``reach`` (error bound plus margin) of the best candidate's
         exact score: any other lies at least the margin below it. Rows whose two best exact
-        scores are closer than the margin (near-ties) are computed in float32.
+        scores are closer than the margin (near-ties) are computed in float32, and so are all
+        the rows when they would score more than ``SETTLE_MAX`` outputs each on average.
 
         :param x: shape (u, in); approx: int8-pass outputs, shape (u, out); cand: shape (u, m);
             best: the best candidate's exact output, shape (u,); reach: shape (u,)
