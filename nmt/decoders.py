@@ -11,7 +11,9 @@ Two wirings of the same parts (embeddings, Bahdanau's additive attention, a stac
 
 In teacher forcing both run the GRU cell by cell on ``self.rnn``'s own weights so that the
 embedding part of layer 1's input projection, which does not depend on earlier steps, is one
-matmul for all steps rather than one per step; :meth:`step` is the same function.
+matmul for all steps rather than one per step; :meth:`step` is the same function. The
+input-feeding decoder's teacher-forced pass has a hand-written backward (:mod:`nmt.bptt`)
+outside autocast; its unrolled autograd form serves under autocast and as the reference.
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt.attention import AdditiveAttention
-from nmt.dropout import Dropout, dropout
+from nmt.bptt import teacher_forced
+from nmt.dropout import Dropout, dropout, dropout_mask
 from nmt.pieces import PieceEmbedding, PieceMap
 
 
@@ -101,16 +104,20 @@ class _AttentionGRUDecoder(nn.Module):
         embedded = self.dropout(self.embedding(tgt_in))  # (batch, tgt_len, embed)
         return F.linear(embedded, self.rnn.weight_ih_l0[:, columns], self.rnn.bias_ih_l0)
 
-    def _cells(self, gates: torch.Tensor, hidden: list[torch.Tensor]) -> torch.Tensor:
+    def _cells(self, gates: torch.Tensor, hidden: list[torch.Tensor],
+               masks: torch.Tensor | None = None) -> torch.Tensor:
         """Advance every GRU layer one step, updating ``hidden`` (per layer (batch, hidden)).
 
         :param gates: layer 1's input projection W_i x + b_i, shape (batch, 3*hidden)
+        :param masks: dropout masks between layers, shape (layers-1, batch, hidden); drawn
+            here if None
         :return: the top layer's new state, shape (batch, hidden)
         """
         rnn = self.rnn
         for layer in range(rnn.num_layers):
             if layer:  # nn.GRU's dropout between layers
-                below = dropout(hidden[layer - 1], rnn.dropout, self.training)
+                below = (dropout(hidden[layer - 1], rnn.dropout, self.training) if masks is None
+                         else hidden[layer - 1] * masks[layer - 1])
                 gates = F.linear(below, getattr(rnn, f"weight_ih_l{layer}"),
                                  getattr(rnn, f"bias_ih_l{layer}"))
             hidden[layer] = _gru_cell(gates, hidden[layer], getattr(rnn, f"weight_hh_l{layer}"),
@@ -173,18 +180,50 @@ class InputFeedingDecoder(_AttentionGRUDecoder):
 
     def forward(self, tgt_in: torch.Tensor, state: DecoderState
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Teacher-forced decoding of a whole target batch.
+        """Teacher-forced decoding of a whole target batch: by :mod:`nmt.bptt`'s hand-written
+        backward, or unrolled for autograd under autocast (CUDA's float16).
 
-        :param tgt_in: BOS-prefixed target ids, shape (batch, tgt_len)
         :return: outputs h~, shape (batch, tgt_len, hidden); attention, shape (batch, tgt_len, src_len)
         """
         embed_size = self.embedding.embedding_dim
         embed_gates = self._embed_gates(tgt_in, slice(None, embed_size))
-        w_feed = self.rnn.weight_ih_l0[:, embed_size:]
+        feed_masks, layer_masks = self._dropout_masks(embed_gates)
+        if torch.is_autocast_enabled(embed_gates.device.type):
+            return self._unrolled(embed_gates, state, feed_masks, layer_masks)
+        rnn = self.rnn
+        cells = [(rnn.weight_ih_l0[:, embed_size:], None, rnn.weight_hh_l0, rnn.bias_hh_l0)]
+        cells += [tuple(getattr(rnn, f"{name}_l{layer}") for name in
+                        ("weight_ih", "bias_ih", "weight_hh", "bias_hh")) for layer in range(1, rnn.num_layers)]
+        attention = self.attention
+        return teacher_forced(embed_gates, state.hidden, state.feed, state.memory, state.proj_keys,
+                              state.src_mask, feed_masks, layer_masks, attention.query_proj.weight,
+                              attention.score.weight.squeeze(0), self.output_layer.weight,
+                              self.output_layer.bias, cells)
+
+    def _dropout_masks(self, embed_gates: torch.Tensor
+                       ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """Every step's dropout masks, drawn at once: the fed h~'s, shape (steps, batch, hidden),
+        and those between GRU layers, shape (layers-1, steps, batch, hidden); None when off."""
+        batch, steps, _ = embed_gates.shape
+        size, layers = self.rnn.hidden_size, self.rnn.num_layers
+        p_feed, p_layers = self.dropout.p, self.rnn.dropout
+        feed = (dropout_mask((steps, batch, size), p_feed, embed_gates)
+                if self.training and p_feed else None)
+        between = (dropout_mask((layers - 1, steps, batch, size), p_layers, embed_gates)
+                   if self.training and p_layers and layers > 1 else None)
+        return feed, between
+
+    def _unrolled(self, embed_gates: torch.Tensor, state: DecoderState,
+                  feed_masks: torch.Tensor | None, layer_masks: torch.Tensor | None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` one step at a time, for autograd."""
+        w_feed = self.rnn.weight_ih_l0[:, self.embedding.embedding_dim:]
         hidden, feed = list(state.hidden.unbind(0)), state.feed
         outputs, weights = [], []
-        for gates in embed_gates.unbind(1):  # one gradient buffer for all steps, not one per step
-            top = self._cells(gates + F.linear(self.dropout(feed), w_feed), hidden)
+        for t, gates in enumerate(embed_gates.unbind(1)):  # one gradient buffer for all steps
+            fed = feed * feed_masks[t] if feed_masks is not None else feed
+            top = self._cells(gates + F.linear(fed, w_feed), hidden,
+                              layer_masks[:, t] if layer_masks is not None else None)
             feed, w = self._attentional(top, state)
             outputs.append(feed)
             weights.append(w)

@@ -8,6 +8,8 @@ exact. CUDA keeps PyTorch's fused kernel.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -20,12 +22,20 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
         return x
     if x.device.type != "cpu":
         return nn.functional.dropout(x, p, True)
+    return x * dropout_mask(x.shape, p, x)
+
+
+def dropout_mask(shape: tuple[int, ...], p: float, like: torch.Tensor) -> torch.Tensor:
+    """The scaled keep mask :func:`dropout` multiplies by: 0 or 1 / (1 - p), in ``like``'s
+    dtype and on its device, for callers that keep it (a hand-written backward needs it)."""
+    if like.device.type != "cpu":
+        return torch.empty(shape, dtype=like.dtype, device=like.device).bernoulli_(1 - p).div_(1 - p)
     threshold = round(p * _LEVELS)
-    n = x.numel()
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device).random_()
+    n = math.prod(shape)
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_()
     uniform = bits.view(torch.int16)[:n] & (_LEVELS - 1)  # (n,) in [0, 32768)
-    keep = (uniform >= threshold).view(x.shape)
-    return x * keep.to(x.dtype).mul_(_LEVELS / (_LEVELS - threshold))
+    keep = (uniform >= threshold).view(shape)
+    return keep.to(like.dtype).mul_(_LEVELS / (_LEVELS - threshold))
 
 
 class Dropout(nn.Module):
