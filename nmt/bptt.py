@@ -1,20 +1,25 @@
-"""The input-feeding decoder's teacher-forced pass, with backpropagation through time by hand.
+"""Backpropagation through time by hand: the decoder's teacher-forced pass and the encoder.
 
-Autograd records every operator of every decoder step and replays its backward one node at a
+Autograd records every operator of every GRU step and replays its backward one node at a
 time: split and chunk gradients are concatenated, a state read three times sums three
 gradients, and each weight's gradient is a small matmul per step. Here the forward records
-nothing and keeps only what the backward reads (states, gates, attention weights), and:
+nothing and keeps only what the backward reads (states, gates, attention weights), and the
+backward writes each step's gate gradients into (steps, rows, 3*hidden) buffers, so that
+every weight's gradient is one matmul over all steps after the loop.
 
-- each step's gate gradients go into (steps, batch, 3*hidden) buffers, and every weight's
-  gradient is one matmul over all steps after the loop;
-- the top state is projected once per step for the query, the output layer and the next
-  step's recurrent gates (one matmul forward, one back);
-- the attention keys' and values' gradients accumulate in place.
+- :func:`teacher_forced` is :class:`~nmt.decoders.InputFeedingDecoder`'s unrolled autograd
+  path, with the same dropout masks; it also projects the top state once per step for the
+  query, the output layer and the next step's recurrent gates (one matmul forward, one
+  back), and accumulates the attention keys' and values' gradients in place.
+- :func:`packed_gru` is a packed, stacked, optionally bidirectional ``nn.GRU`` (PyTorch's
+  CPU GRU is autograd over per-step operators too), both directions stepped together.
 
-The arithmetic is :class:`~nmt.decoders.InputFeedingDecoder`'s unrolled autograd path, with
-the same dropout masks; tests check outputs and gradients against it.
+Tests check outputs and gradients against autograd (the unrolled decoder, ``nn.GRU``) and
+numerical gradients.
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
@@ -152,6 +157,149 @@ class _TeacherForced(torch.autograd.Function):
                           d_v.mul_(2).sub_(d_score_sum), top_w, contexts, states, inputs, size, attn)
 
 
+class Packing(NamedTuple):
+    """Where each token of a padded batch goes in the packed, time-major layout of
+    :func:`packed_gru`: sentences sorted longest first, step t's rows are the
+    ``batch_sizes[t]`` sentences still running.
+
+    index: each packed row's position in the flattened (batch * steps) padded batch, (tokens,)
+    rev: the row of the same sentence at the mirrored step len - 1 - t, (tokens,)
+    prev: the row of the step before, or ``tokens`` (a zero row) at step 0, (tokens,)
+    last: each sentence's last row, in the original batch order, (batch,)
+    """
+
+    batch_sizes: list[int]
+    index: torch.Tensor
+    rev: torch.Tensor
+    prev: torch.Tensor
+    last: torch.Tensor
+
+    @staticmethod
+    def of(lengths: torch.Tensor, steps: int) -> Packing:
+        """:param lengths: valid lengths (>= 1), shape (batch,); steps: the padded length"""
+        order = torch.argsort(lengths, descending=True, stable=True)
+        sorted_lengths = lengths[order]
+        running = torch.arange(steps, device=lengths.device).unsqueeze(1) < sorted_lengths  # (steps, batch)
+        t, b = running.nonzero(as_tuple=True)  # time-major
+        sizes = running.sum(1)
+        sizes = sizes[sizes > 0]
+        offsets = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)])
+        rev = offsets[sorted_lengths[b] - 1 - t] + b
+        prev = torch.where(t > 0, offsets[(t - 1).clamp(min=0)] + b, t.numel())
+        last = (offsets[sorted_lengths - 1] + torch.arange(len(order), device=lengths.device))
+        return Packing(sizes.tolist(), order[b] * steps + t, rev, prev,
+                       last[torch.argsort(order)])
+
+
+def packed_gru(x: torch.Tensor, packing: Packing, layer_masks: torch.Tensor | None,
+               cells: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
+               ) -> torch.Tensor:
+    """A stacked, optionally bidirectional GRU over a packed batch, with the backward by hand.
+
+    :param x: packed inputs (see :class:`Packing`), shape (tokens, embed)
+    :param layer_masks: scaled dropout masks of each layer's outputs before the next reads
+        them, shape (layers-1, tokens, directions*hidden), or None
+    :param cells: per layer ``nn.GRU``'s (W_i, b_i, W_h, b_h) stacked over directions:
+        (directions, 3*hidden, in), (directions, 3*hidden), (directions, 3*hidden, hidden),
+        (directions, 3*hidden)
+    :return: every layer's outputs, shape (layers, directions, tokens, hidden); the reverse
+        direction's rows hold the reversed sentence (its row i is the state at ``rev[i]``)
+    """
+    return _PackedGRU.apply(x, packing.rev, packing.prev, layer_masks, packing.batch_sizes,
+                            *(w for cell in cells for w in cell))
+
+
+class _PackedGRU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, rev, prev, layer_masks, batch_sizes, *cells):
+        layers = len(cells) // 4
+        directions, size = cells[2].size(0), cells[2].size(2)
+        offsets = _offsets(batch_sizes)
+        outputs = x.new_empty(layers, directions, x.size(0), size)
+        inputs, saved = [], []
+        for layer in range(layers):
+            w_ih, b_ih, w_hh, b_hh = cells[4 * layer:4 * layer + 4]
+            masks = layer_masks[layer - 1] if layer and layer_masks is not None else None
+            inp = _layer_input(outputs[layer - 1] if layer else x, rev, masks, directions, layer == 0)
+            x_gates = torch.baddbmm(b_ih.unsqueeze(1), inp, w_ih.transpose(1, 2))  # (dirs, tokens, 3h)
+            gates = x.new_empty(directions, x.size(0), 2 * size)
+            cands, h_cands = (x.new_empty(directions, x.size(0), size) for _ in range(2))
+            out = outputs[layer]
+            for t, n in enumerate(batch_sizes):
+                rows = slice(offsets[t], offsets[t] + n)
+                h = out[:, offsets[t - 1]:offsets[t - 1] + n] if t else None
+                h_gates = (torch.baddbmm(b_hh.unsqueeze(1), h, w_hh.transpose(1, 2)) if t
+                           else b_hh.unsqueeze(1).expand(directions, n, 3 * size))
+                _cell(x_gates[:, rows], h_gates, h, out[:, rows], gates[:, rows], cands[:, rows],
+                      h_cands[:, rows])
+            inputs.append(inp)
+            saved += [gates, cands, h_cands]
+        ctx.save_for_backward(rev, prev, layer_masks, outputs, *cells, *inputs, *saved)
+        ctx.batch_sizes = batch_sizes
+        return outputs
+
+    @staticmethod
+    def backward(ctx, d_outputs):
+        rev, prev, layer_masks, outputs, *rest = ctx.saved_tensors
+        layers, directions, tokens, size = outputs.shape
+        cells, inputs, saved = rest[:4 * layers], rest[4 * layers:5 * layers], rest[5 * layers:]
+        batch_sizes = ctx.batch_sizes
+        offsets = _offsets(batch_sizes)
+        d_outputs = d_outputs.clone()  # each layer's gets the layer above's input gradient added
+        d_cells: list[torch.Tensor] = []
+        for layer in reversed(range(layers)):
+            w_ih, _, w_hh, _ = cells[4 * layer:4 * layer + 4]
+            gates, cands, h_cands = saved[3 * layer:3 * layer + 3]
+            out, d_out = outputs[layer], d_outputs[layer]
+            d_x_gates = out.new_empty(directions, tokens, 3 * size)
+            d_h_gates = out.new_empty(directions, tokens, 3 * size)
+            carry = out.new_zeros(directions, batch_sizes[0], size)  # reaching step t from t+1
+            for t in reversed(range(len(batch_sizes))):
+                n = batch_sizes[t]
+                rows = slice(offsets[t], offsets[t] + n)
+                d_h = d_out[:, rows].add_(carry[:, :n])
+                h = out[:, offsets[t - 1]:offsets[t - 1] + n] if t else None
+                d_direct = _cell_backward(d_h, h, gates[:, rows], cands[:, rows], h_cands[:, rows],
+                                          d_x_gates[:, rows], d_h_gates[:, rows])
+                if t:
+                    torch.baddbmm(d_direct, d_h_gates[:, rows], w_hh, out=carry[:, :n])
+            h_prev = torch.cat([out, out.new_zeros(directions, 1, size)], 1)[:, prev]  # (dirs, tokens, h)
+            d_cells[:0] = [d_x_gates.transpose(1, 2) @ inputs[layer], d_x_gates.sum(1),
+                           d_h_gates.transpose(1, 2) @ h_prev, d_h_gates.sum(1)]
+            d_in = d_x_gates @ w_ih  # (dirs, tokens, in)
+            d_in = d_in[0] + d_in[1][rev] if directions == 2 else d_in[0]  # of the forward-order input
+            if not layer:
+                return (d_in, None, None, None, None, *d_cells)
+            if layer_masks is not None:
+                d_in.mul_(layer_masks[layer - 1])
+            d_outputs[layer - 1, 0] += d_in[:, :size]
+            if directions == 2:
+                d_outputs[layer - 1, 1] += d_in[:, size:][rev]
+
+
+def _offsets(batch_sizes: list[int]) -> list[int]:
+    offsets = [0]
+    for n in batch_sizes:
+        offsets.append(offsets[-1] + n)
+    return offsets
+
+
+def _layer_input(below: torch.Tensor, rev: torch.Tensor, masks: torch.Tensor | None,
+                 directions: int, first: bool) -> torch.Tensor:
+    """What each direction of a layer reads, shape (directions, tokens, in): the packed
+    inputs (first layer) or the layer below's outputs in forward order, [forward; backward]
+    and dropped out; the reverse direction reads them reversed."""
+    if first:
+        forward = below
+    elif directions == 2:
+        forward = torch.cat([below[0], below[1][rev]], dim=1)
+    else:
+        forward = below[0]
+    if masks is not None:
+        forward = forward * masks
+    return torch.stack([forward, forward[rev]] if directions == 2 else [forward])  # a copy: saved
+
+
 def _gradients(ctx, d_top, d_in, d_rec, d_states, d_feed, d_keys, d_memory, d_v, top_w,
                contexts, states, inputs, size, attn):
     """The weights' gradients, one matmul over all steps each, in ``forward``'s input order."""
@@ -196,28 +344,34 @@ def _attention(keys2: torch.Tensor, query: torch.Tensor, v: torch.Tensor, v_sum:
 def _cell(x_gates, h_gates, h, h_out, gates_out, cand_out, h_cand_out) -> None:
     """``nn.GRU``'s cell, writing h' and what the backward reads into the ``*_out`` buffers.
 
-    x_gates, h_gates: W_i x + b_i and W_h h + b_h, shape (batch, 3*hidden), gates in
-    PyTorch's order (reset, update, new); h: shape (batch, hidden)."""
-    size = h.size(1)
-    torch.add(x_gates[:, :2 * size], h_gates[:, :2 * size], out=gates_out).sigmoid_()
-    h_cand_out.copy_(h_gates[:, 2 * size:])
-    torch.addcmul(x_gates[:, 2 * size:], gates_out[:, :size], h_cand_out, out=cand_out).tanh_()
-    torch.addcmul(cand_out, gates_out[:, size:], h - cand_out, out=h_out)
+    x_gates, h_gates: W_i x + b_i and W_h h + b_h, shape (..., rows, 3*hidden), gates in
+    PyTorch's order (reset, update, new); h: shape (..., rows, hidden), or None for zeros."""
+    size = h_cand_out.size(-1)
+    torch.add(x_gates[..., :2 * size], h_gates[..., :2 * size], out=gates_out).sigmoid_()
+    h_cand_out.copy_(h_gates[..., 2 * size:])
+    torch.addcmul(x_gates[..., 2 * size:], gates_out[..., :size], h_cand_out, out=cand_out).tanh_()
+    if h is None:
+        torch.addcmul(cand_out, gates_out[..., size:], cand_out, value=-1, out=h_out)
+    else:
+        torch.addcmul(cand_out, gates_out[..., size:], h - cand_out, out=h_out)
 
 
 def _cell_backward(d_h, h, gates, cand, h_cand, d_x_out, d_h_out) -> torch.Tensor:
     """Gradients of :func:`_cell` for h' = n + z (h - n): those of W_i x + b_i into
-    ``d_x_out`` and of W_h h + b_h into ``d_h_out`` (batch, 3*hidden); returns d h' · z,
-    the part of h's gradient that skips the matmul."""
-    size = h.size(1)
-    reset, update = gates[:, :size], gates[:, size:]
+    ``d_x_out`` and of W_h h + b_h into ``d_h_out`` (..., rows, 3*hidden); returns d h' · z,
+    the part of h's gradient that skips the matmul. h None means zeros."""
+    size = cand.size(-1)
+    reset, update = gates[..., :size], gates[..., size:]
     d_direct = d_h * update
     d_cand = d_h - d_direct
-    d_new = d_x_out[:, 2 * size:]  # of the new gate's pre-activation
+    d_new = d_x_out[..., 2 * size:]  # of the new gate's pre-activation
     torch.addcmul(d_cand, d_cand * cand, cand, value=-1, out=d_new)
-    torch.mul(d_new, h_cand, out=d_x_out[:, :size])
-    torch.mul(d_h, h - cand, out=d_x_out[:, size:2 * size])
-    d_x_out[:, :2 * size].mul_(torch.addcmul(gates, gates, gates, value=-1))
-    d_h_out[:, :2 * size] = d_x_out[:, :2 * size]
-    torch.mul(d_new, reset, out=d_h_out[:, 2 * size:])
+    torch.mul(d_new, h_cand, out=d_x_out[..., :size])
+    if h is None:
+        torch.mul(d_h, cand, out=d_x_out[..., size:2 * size]).neg_()
+    else:
+        torch.mul(d_h, h - cand, out=d_x_out[..., size:2 * size])
+    d_x_out[..., :2 * size].mul_(torch.addcmul(gates, gates, gates, value=-1))
+    d_h_out[..., :2 * size] = d_x_out[..., :2 * size]
+    torch.mul(d_new, reset, out=d_h_out[..., 2 * size:])
     return d_direct

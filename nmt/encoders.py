@@ -1,11 +1,16 @@
-"""The recurrent encoder: embeddings and a multi-layer (optionally bidirectional) GRU."""
+"""The recurrent encoder: embeddings and a multi-layer (optionally bidirectional) GRU.
+
+In CPU training the GRU runs as :func:`nmt.bptt.packed_gru` on ``nn.GRU``'s own weights
+(a hand-written backward); elsewhere as ``nn.GRU`` itself (cuDNN on CUDA).
+"""
 from __future__ import annotations
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt.dropout import Dropout
+from nmt.bptt import Packing, packed_gru
+from nmt.dropout import Dropout, dropout_mask
 from nmt.pieces import PieceEmbedding, PieceMap
 
 
@@ -35,6 +40,9 @@ class GRUEncoder(nn.Module):
         """
         assert src.dim() == 2 and src_len.shape == src.shape[:1]
         embedded = self.dropout(self.embedding(src))  # (batch, src_len, embed)
+        if (embedded.device.type == "cpu" and torch.is_grad_enabled()
+                and not torch.is_autocast_enabled("cpu")):
+            return self._by_hand(embedded, src_len)
         packed = pack_padded_sequence(embedded, src_len.cpu(), batch_first=True,
                                       enforce_sorted=False)
         packed_out, final = self.rnn(packed)
@@ -44,3 +52,25 @@ class GRUEncoder(nn.Module):
             final = final.view(self.layers, 2, *final.shape[1:])
             final = torch.cat([final[:, 0], final[:, 1]], dim=-1)
         return outputs, final
+
+    def _by_hand(self, embedded: torch.Tensor, src_len: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward`'s GRU on ``self.rnn``'s weights with :func:`nmt.bptt.packed_gru`'s
+        hand-written backward (CPU training, where autograd's per-step nodes cost more than
+        the arithmetic); ``nn.GRU`` elsewhere (cuDNN on CUDA)."""
+        batch, steps, _ = embedded.shape
+        packing = Packing.of(src_len.to(embedded.device), steps)
+        rnn, suffixes = self.rnn, ["", "_reverse"] if self.bidirectional else [""]
+        cells = [tuple(torch.stack([getattr(rnn, f"{name}_l{layer}{suffix}") for suffix in suffixes])
+                       for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh"))
+                 for layer in range(self.layers)]
+        tokens, width = len(packing.index), rnn.hidden_size * len(suffixes)
+        masks = (dropout_mask((self.layers - 1, tokens, width), rnn.dropout, embedded)
+                 if self.training and rnn.dropout and self.layers > 1 else None)
+        x = embedded.reshape(batch * steps, -1)[packing.index]  # (tokens, embed)
+        layer_outputs = packed_gru(x, packing, masks, cells)  # (layers, dirs, tokens, h/dirs)
+        top = layer_outputs[-1]
+        packed = torch.cat([top[0], top[1][packing.rev]], dim=1) if self.bidirectional else top[0]
+        outputs = packed.new_zeros(batch * steps, width).index_copy(0, packing.index, packed)
+        final = layer_outputs[:, :, packing.last]  # (layers, dirs, batch, h/dirs)
+        return outputs.view(batch, steps, width), torch.cat(final.unbind(1), dim=-1)

@@ -1,11 +1,15 @@
-"""The hand-written backward through time against autograd on the unrolled decoder."""
+"""The hand-written backward passes through time against autograd: the unrolled decoder,
+nn.GRU for the encoder, and numerical gradients."""
 from __future__ import annotations
 
 import pytest
 import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.batching import make_batch
+from nmt.bptt import Packing, packed_gru
 from nmt.config import ModelConfig
+from nmt.encoders import GRUEncoder
 from nmt.model import build_model
 from nmt.tokenizer import PAD_ID
 
@@ -60,3 +64,66 @@ def test_masked_source_positions_get_no_attention_and_no_key_gradient():
     assert torch.all(attn[1, :, 2:] == 0)
     assert torch.all(memory.grad[1, 2:] == 0) and torch.all(keys.grad[1, 2:] == 0)
     assert memory.grad[1, :2].abs().sum() > 0 and keys.grad[1, :2].abs().sum() > 0
+
+
+def _encoder_pass(encoder, src, lengths, by_hand: bool):
+    """Outputs, final states and every weight's gradient of the packed GRU, by hand or by nn.GRU."""
+    encoder.zero_grad()
+    embedded = encoder.embedding(src)
+    if by_hand:
+        outputs, final = encoder._by_hand(embedded, lengths)
+    else:
+        packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
+        packed_out, final = encoder.rnn(packed)
+        outputs, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=src.size(1))
+        if encoder.bidirectional:
+            final = torch.cat(final.view(encoder.layers, 2, *final.shape[1:]).unbind(1), dim=-1)
+    out_weights = torch.linspace(-1, 2, outputs.numel(), dtype=outputs.dtype).view_as(outputs)
+    final_weights = torch.linspace(2, -1, final.numel(), dtype=final.dtype).view_as(final)
+    ((outputs * out_weights).sum() + (final * final_weights).sum()).backward()
+    return outputs.detach(), final.detach(), {n: p.grad.clone() for n, p in encoder.named_parameters()}
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_packed_gru_by_hand_equals_nn_gru(bidirectional, layers):
+    torch.manual_seed(0)
+    encoder = GRUEncoder(30, 6, 8, layers, bidirectional, 0.0, PAD_ID).double().train()
+    src = torch.tensor([[5, 6, 7, 8, 9], [8, 9, 0, 0, 0], [10, 11, 12, 0, 0], [4, 0, 0, 0, 0]])
+    lengths = torch.tensor([5, 2, 3, 1])
+    out, final, grads = _encoder_pass(encoder, src, lengths, by_hand=True)
+    ref_out, ref_final, ref_grads = _encoder_pass(encoder, src, lengths, by_hand=False)
+    torch.testing.assert_close(out, ref_out)
+    assert torch.all(out[1, 2:] == 0)
+    torch.testing.assert_close(final, ref_final)
+    for name, grad in ref_grads.items():
+        torch.testing.assert_close(grads[name], grad, msg=name)
+
+
+def test_packed_gru_gradients_with_dropout_masks_pass_gradcheck():
+    torch.manual_seed(1)
+    lengths = torch.tensor([2, 4, 3])
+    packing = Packing.of(lengths, 4)
+    tokens, size, layers = len(packing.index), 3, 2
+    x = torch.randn(tokens, 4, dtype=torch.float64, requires_grad=True)
+    masks = (torch.rand(layers - 1, tokens, 2 * size, dtype=torch.float64) > 0.3).double() / 0.7
+
+    def weights(inputs):
+        shapes = [(2, 3 * size, inputs), (2, 3 * size), (2, 3 * size, size), (2, 3 * size)]
+        return tuple(torch.randn(s, dtype=torch.float64, requires_grad=True) for s in shapes)
+    cells = [weights(4), weights(2 * size)]
+    flat = [w for cell in cells for w in cell]
+
+    def run(x, *flat):
+        return packed_gru(x, packing, masks, [flat[i:i + 4] for i in range(0, len(flat), 4)])
+    assert torch.autograd.gradcheck(run, (x, *flat))
+
+
+def test_packing_layout():
+    packing = Packing.of(torch.tensor([2, 4, 1]), 4)  # sorted: sentence 1 (4), 0 (2), 2 (1)
+    assert packing.batch_sizes == [3, 2, 1, 1]
+    # time-major rows: (t0: s1, s0, s2), (t1: s1, s0), (t2: s1), (t3: s1)
+    assert packing.index.tolist() == [4, 0, 8, 5, 1, 6, 7]
+    assert packing.rev.tolist() == [6, 4, 2, 5, 1, 3, 0]
+    assert packing.prev.tolist() == [7, 7, 7, 0, 1, 3, 5]
+    assert packing.last.tolist() == [4, 6, 2]
