@@ -79,9 +79,12 @@ class _TeacherForced(torch.autograd.Function):
         below = feed
         for t in range(steps):
             for layer in range(layers):
-                masks = feed_masks if layer == 0 else None if layer_masks is None else layer_masks[layer - 1]
+                masks = feed_masks if layer == 0 else layer_masks
                 x = inputs[layer][t]
-                torch.mul(below, masks[t], out=x) if masks is not None else x.copy_(below)
+                if masks is None:
+                    x.copy_(below)
+                else:
+                    torch.mul(below, masks[t] if layer == 0 else masks[layer - 1, t], out=x)
                 x_gates = torch.addmm(embed_gates[:, t] if layer == 0 else b_in[layer], x, w_in[layer].t())
                 h_gates = (top_gates if layer == layers - 1
                            else torch.addmm(b_hh[layer], states[layer][t], w_hh[layer].t()))
@@ -135,7 +138,7 @@ class _TeacherForced(torch.autograd.Function):
             s = torch.add(keys2, queries[t].unsqueeze(1), alpha=2).sigmoid_()  # recomputed: memory
             d_v.addmv_(s.view(-1, attn).t(), d_score.view(-1))
             d_score_sum += d_score.sum()
-            slope = s.addcmul_(s, s, value=-1)  # σ'(2x) / ... = s (1 - s), (batch, src_len, attn)
+            slope = s.addcmul_(s, s, value=-1)  # s (1 - s): σ's slope, (batch, src_len, attn)
             d_top[t + 1, :, :attn] = torch.bmm(d_score.unsqueeze(1), slope).squeeze(1).mul_(v4)
             d_keys.addcmul_(d_score.unsqueeze(2), slope)
             d_h = torch.addmm(d_states[-1], d_top[t + 1], top_w)
@@ -148,12 +151,12 @@ class _TeacherForced(torch.autograd.Function):
                 d_x = d_in[layer][t] @ w_in[layer]
                 masks = feed_masks if layer == 0 else layer_masks
                 if masks is not None:
-                    d_x.mul_(masks[t] if layer == 0 else masks[layer - 1][t])
+                    d_x.mul_(masks[t] if layer == 0 else masks[layer - 1, t])
                 if layer:
                     d_h = d_x.add_(d_states[layer - 1])
                 else:
                     d_feed = d_x
-        return _gradients(ctx, d_top, d_in, d_rec, d_states, d_feed, d_keys.mul_(v4), d_memory,
+        return _gradients(d_top, d_in, d_rec, d_states, d_feed, d_keys.mul_(v4), d_memory,
                           d_v.mul_(2).sub_(d_score_sum), top_w, contexts, states, inputs, size, attn)
 
 
@@ -186,7 +189,7 @@ class Packing(NamedTuple):
         offsets = torch.cat([sizes.new_zeros(1), sizes.cumsum(0)])
         rev = offsets[sorted_lengths[b] - 1 - t] + b
         prev = torch.where(t > 0, offsets[(t - 1).clamp(min=0)] + b, t.numel())
-        last = (offsets[sorted_lengths - 1] + torch.arange(len(order), device=lengths.device))
+        last = offsets[sorted_lengths - 1] + torch.arange(len(order), device=lengths.device)
         return Packing(sizes.tolist(), order[b] * steps + t, rev, prev,
                        last[torch.argsort(order)])
 
@@ -300,7 +303,7 @@ def _layer_input(below: torch.Tensor, rev: torch.Tensor, masks: torch.Tensor | N
     return torch.stack([forward, forward[rev]] if directions == 2 else [forward])  # a copy: saved
 
 
-def _gradients(ctx, d_top, d_in, d_rec, d_states, d_feed, d_keys, d_memory, d_v, top_w,
+def _gradients(d_top, d_in, d_rec, d_states, d_feed, d_keys, d_memory, d_v, top_w,
                contexts, states, inputs, size, attn):
     """The weights' gradients, one matmul over all steps each, in ``forward``'s input order."""
     def flat(t: torch.Tensor) -> torch.Tensor:
