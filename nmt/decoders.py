@@ -183,6 +183,7 @@ class InputFeedingDecoder(_AttentionGRUDecoder):
         """Teacher-forced decoding of a whole target batch: by :mod:`nmt.bptt`'s hand-written
         backward, or unrolled for autograd under autocast (CUDA's float16).
 
+        :param tgt_in: BOS-prefixed target ids, shape (batch, tgt_len)
         :return: outputs h~, shape (batch, tgt_len, hidden); attention, shape (batch, tgt_len, src_len)
         """
         embed_size = self.embedding.embedding_dim
