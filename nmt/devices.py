@@ -56,7 +56,7 @@ def synchronize(device: torch.device) -> None:
 def configure_cpu(threads: int) -> None:
     """Use ``threads`` intra-op threads (one per available core when 0) and keep freed memory.
 
-    glibc hands every large block (a (tokens, vocab) logits matrix, say) straight back to the
+    glibc hands every large block (a (vocab, tokens) logits matrix, say) straight back to the
     OS and page-faults it in again on the next step; on this project's 2-core CPU that made
     a 41 MB softmax 3x slower than the arithmetic. Raising its mmap and trim thresholds
     keeps the blocks for reuse, the fix PyTorch's CPU tuning guide gets from jemalloc or

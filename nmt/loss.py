@@ -1,7 +1,7 @@
 """Cross-entropy over real target positions only: padding adds nothing to loss or gradient.
 
 The output projection and the label-smoothed loss are one autograd function, so the
-(tokens, vocab) matrix exists once: it holds the logits, then their exponentials, which the
+(vocab, tokens) matrix exists once: it holds the logits, then their exponentials, which the
 backward pass multiplies out without writing a gradient matrix. At 8,000 pieces that matrix
 is most of a training step's memory traffic (see ``nmt bench``).
 """
@@ -22,29 +22,31 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
     respect to the logits is ``softmax - (1 - eps) * onehot(gold) - eps / vocab``, the same
     loss as ``F.cross_entropy(..., label_smoothing=eps, reduction="sum")``.
 
-    Past the log-normaliser, only the products with the (n, vocab) matrix read it; the rest
-    works on the (n, hidden), (vocab, hidden) and (n, 1) factors: the logits' sum is x's
-    column sums times W's, softmax's row scale multiplies x or the (n, hidden) product, and
+    Past the log-normaliser, only the products with the (vocab, n) matrix read it; the rest
+    works on the (n, hidden), (vocab, hidden) and (n,) factors: the logits' sum is x's
+    column sums times W's, softmax's per-token scale multiplies x or the (n, hidden) product, and
     the gradient's one-hot and smoothing terms are an index-add and a rank-one update.
     """
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                 gold: torch.Tensor, eps: float) -> torch.Tensor:
-        logits = F.linear(x, weight, bias)  # (n, vocab)
+        # Transposed, (vocab, n): with the tokens along rows the product is a matmul whose
+        # output is long and thin, which runs about a fifth faster on CPU than (n, vocab).
+        logits = torch.addmm(bias.unsqueeze(1), weight, x.t())
         if logits.dtype in (torch.float16, torch.bfloat16):  # under autocast: softmax in fp32
             logits = logits.float()
-        n, vocab = logits.shape
-        loss = -(1 - eps) * logits.gather(1, gold.unsqueeze(1)).sum()
+        vocab, n = logits.shape
+        loss = -(1 - eps) * logits.gather(0, gold.unsqueeze(0)).sum()
         if eps:
             acc = torch.promote_types(x.dtype, torch.float32)  # elementwise: autocast leaves it be
             logit_sum = (x.to(acc).sum(0) * weight.to(acc).sum(0)).sum() + n * bias.to(acc).sum()
             loss = loss - eps / vocab * logit_sum
         # logsumexp by hand, in place: one exp pass over the matrix, not two, and no copy of it
-        top = logits.amax(dim=1, keepdim=True)  # (n, 1)
+        top = logits.amax(dim=0, keepdim=True)  # (1, n)
         exp = logits.sub_(top).exp_()
-        total = exp.sum(dim=1, keepdim=True)  # (n, 1)
-        loss = loss + (top + total.log()).sum()
+        total = exp.sum(dim=0)  # (n,)
+        loss = loss + (top.squeeze(0) + total.log()).sum()
         if any(ctx.needs_input_grad[:3]):
             ctx.save_for_backward(x, weight, exp, total, gold)
             ctx.eps = eps
@@ -53,16 +55,16 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss: torch.Tensor):
         x, weight, exp, total, gold = ctx.saved_tensors
-        eps, vocab, dtype = ctx.eps, exp.size(1), x.dtype
+        eps, vocab, dtype = ctx.eps, exp.size(0), x.dtype
         exp, weight = exp.to(dtype), weight.to(dtype)
         grad_loss = grad_loss.to(dtype)
-        # (n, 1): softmax = exp / total, with the upstream gradient folded in
+        # (n,): softmax = exp / total, with the upstream gradient folded in
         scale = total.reciprocal().to(dtype).mul_(grad_loss)
         gold_weight = -(1 - eps) * grad_loss
-        grad_x = (exp @ weight).mul_(scale).add_(weight[gold] * gold_weight)
-        grad_w = exp.t() @ (x * scale)  # (vocab, hidden)
+        grad_x = (exp.t() @ weight).mul_(scale.unsqueeze(1)).add_(weight[gold] * gold_weight)
+        grad_w = exp @ (x * scale.unsqueeze(1))  # (vocab, hidden)
         grad_w.index_add_(0, gold, x * gold_weight)
-        grad_b = exp.t() @ scale.squeeze(1)  # (vocab,)
+        grad_b = exp @ scale  # (vocab,)
         grad_b.index_add_(0, gold, gold_weight.expand(gold.size(0)))
         if eps:
             grad_x.sub_(weight.sum(0) * grad_loss, alpha=eps / vocab)
