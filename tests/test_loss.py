@@ -56,3 +56,29 @@ def test_fused_loss_and_gradients_match_torch_cross_entropy(smoothing, scale):
                                               label_smoothing=smoothing))
     for got, want in zip(fused, reference):
         torch.testing.assert_close(got, want)
+
+
+def _extreme_generator(case: str) -> tuple[Generator, torch.Tensor]:
+    """A float32 generator over 4 pieces whose exp, unshifted, would overflow or lose a winner:
+    'logits': two tokens' logits reach +-200; 'bias': piece 1's bias sits 100 below piece 0's,
+    yet its logit wins by 10, so e^(b - max b) would be a denormal."""
+    generator = Generator(3, 4, dropout=0.0)
+    unit = torch.tensor([1.0, 0.0, 0.0])
+    with torch.no_grad():
+        if case == "logits":
+            generator.proj.weight.copy_(torch.tensor([[200.0, 0, 0], [-200, 0, 0], [0, 1, 0], [0, 0, 1]]))
+            generator.proj.bias.zero_()
+        else:
+            generator.proj.weight.copy_(torch.stack([-55 * unit, 55 * unit, 0 * unit, 0 * unit]))
+            generator.proj.bias.copy_(torch.tensor([100.0, 0.0, 0.0, 0.0]))
+    return generator, torch.stack([unit, -unit]).unsqueeze(0)  # (batch 1, 2 steps, hidden 3)
+
+
+@pytest.mark.parametrize("case", ["logits", "bias"])
+def test_loss_stays_exact_where_unshifted_exp_would_overflow_or_underflow(case):
+    generator, outputs = _extreme_generator(case)
+    tgt, mask = torch.tensor([[1, 1]]), torch.ones(1, 2, dtype=torch.bool)
+    fused = masked_cross_entropy(generator, outputs, tgt, mask, 0.1)
+    reference = F.cross_entropy(generator.proj(outputs[0]), tgt[0], reduction="sum", label_smoothing=0.1)
+    assert torch.isfinite(fused)
+    torch.testing.assert_close(fused, reference)
