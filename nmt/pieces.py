@@ -8,6 +8,8 @@ translates tokenizer ids to row positions and back; unknown pieces map to UNK's 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 from torch import nn
 
@@ -16,9 +18,9 @@ from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 SPECIALS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
 
 
-def side_pieces(sequences: list[list[int]]) -> list[int]:
-    """The sorted ids of ``sequences`` plus the special pieces (PAD first, at row 0)."""
-    return sorted(set(SPECIALS).union(*map(set, sequences)))
+def side_pieces(ids: Iterable[int]) -> list[int]:
+    """The sorted distinct ``ids`` plus the special pieces (PAD first, at row 0)."""
+    return sorted(set(SPECIALS).union(ids))
 
 
 class PieceMap(nn.Module):

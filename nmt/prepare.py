@@ -16,6 +16,7 @@ from nmt.corpus import ReadReport, Split, read_parallel, read_tsv, split_by_sour
 from nmt.errors import NmtError
 from nmt.fileio import atomic_path, atomic_write_lines
 from nmt.pieces import side_pieces
+from nmt.sequences import Sequences
 from nmt.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -30,8 +31,8 @@ class RunData:
     """A run's tokenizer, encoded training pairs and raw held-out pairs."""
 
     tokenizer: Tokenizer
-    train_src: list[list[int]]
-    train_tgt: list[list[int]]
+    train_src: Sequences
+    train_tgt: Sequences
     split: Split
     report: ReadReport
     dropped_long: int
@@ -39,12 +40,12 @@ class RunData:
     @cached_property
     def source_pieces(self) -> list[int]:
         """Ids the encoder has rows for: the specials and every piece of a training source."""
-        return side_pieces(self.train_src)
+        return side_pieces(self.train_src.distinct())
 
     @cached_property
     def target_pieces(self) -> list[int]:
         """Ids the decoder reads and the generator scores: specials and training-target pieces."""
-        return side_pieces(self.train_tgt)
+        return side_pieces(self.train_tgt.distinct())
 
     def sized(self, config: RunConfig) -> RunConfig:
         """``config`` with the vocabulary and each side's piece count of this data."""
@@ -136,14 +137,25 @@ def prepare_run_data(cfg: DataConfig, run_dir: Path, strict: bool = False,
     else:
         _check_same_split(run_dir, split, report.path)
         tokenizer = Tokenizer(run_dir / "spm.model")
-    src_ids = tokenizer.encode([s for s, _ in split.train])
-    tgt_ids = tokenizer.encode([t for _, t in split.train])
-    keep = [i for i in range(len(src_ids))
-            if 0 < len(src_ids[i]) <= cfg.max_pieces and 0 < len(tgt_ids[i]) <= cfg.max_pieces]
-    dropped = len(src_ids) - len(keep)
+    train_src, train_tgt, dropped = _encode_pairs(tokenizer, split.train, cfg.max_pieces)
     if dropped:
         log.info("dropped %d training pairs longer than %d pieces", dropped, cfg.max_pieces)
-    if not keep:
+    if not train_src:
         raise NmtError(f"{report.path}: no training pairs left after the held-out split")
-    return RunData(tokenizer, [src_ids[i] for i in keep], [tgt_ids[i] for i in keep], split,
-                   report, dropped)
+    return RunData(tokenizer, train_src, train_tgt, split, report, dropped)
+
+
+def _encode_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]], max_pieces: int,
+                  chunk: int = 10_000) -> tuple[Sequences, Sequences, int]:
+    """Piece ids of the pairs with 1 to ``max_pieces`` pieces a side, and how many were not;
+    encoded a chunk at a time, so the corpus never exists as Python lists of ints."""
+    src_ids, tgt_ids, dropped = Sequences(), Sequences(), 0
+    for start in range(0, len(pairs), chunk):
+        part = pairs[start:start + chunk]
+        src = tokenizer.encode([s for s, _ in part])
+        tgt = tokenizer.encode([t for _, t in part])
+        keep = [i for i in range(len(part)) if 0 < len(src[i]) <= max_pieces and 0 < len(tgt[i]) <= max_pieces]
+        src_ids.extend(src[i] for i in keep)
+        tgt_ids.extend(tgt[i] for i in keep)
+        dropped += len(part) - len(keep)
+    return src_ids, tgt_ids, dropped

@@ -81,8 +81,7 @@ class Trainer:
 
     def batches_of_epoch(self, epoch: int) -> list[list[int]]:
         """The epoch's batch order: a pure function of seed and epoch, so resumes replay it."""
-        src_lens = [len(s) for s in self.data.train_src]
-        tgt_lens = [len(t) for t in self.data.train_tgt]
+        src_lens, tgt_lens = self.data.train_src.lengths(), self.data.train_tgt.lengths()
         rng = random.Random(self.t.seed * 1_000_003 + epoch)
         return bucket_batches(src_lens, tgt_lens, self.t.batch_size, self.t.batch_tokens, rng)
 
