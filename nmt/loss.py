@@ -8,7 +8,6 @@ is most of a training step's memory traffic (see ``nmt bench``).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from nmt.batching import Batch
