@@ -93,7 +93,11 @@ def _exp_is_safe(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> b
     vocabulary under e^28; with a bias spread of at most 20, no product with e^(b - max b)
     falls below e^-80, inside float32's normal range (e^-87). Trained reference-size models
     sit far inside (|w_v| <= 2.6, |x_t| <= 20, spread ~1); anything else takes the shifted path.
+    So does mixed precision: autocast would run the normaliser's product in float16, and the
+    backward multiplies in x's dtype, where e^12 already overflows.
     """
+    if torch.is_autocast_enabled(x.device.type) or x.dtype in (torch.float16, torch.bfloat16):
+        return False
     bound = weight.float().norm(dim=1).amax() * x.float().norm(dim=1).amax()
     return bool((bound <= 60) & (bias.amax() - bias.amin() <= 20))
 

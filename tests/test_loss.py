@@ -82,3 +82,27 @@ def test_loss_stays_exact_where_unshifted_exp_would_overflow_or_underflow(case):
     reference = F.cross_entropy(generator.proj(outputs[0]), tgt[0], reduction="sum", label_smoothing=0.1)
     assert torch.isfinite(fused)
     torch.testing.assert_close(fused, reference)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_loss_under_autocast_stays_finite_and_close_to_float32(dtype):
+    # the bound is 37.6 (inside float32's 60) and the largest logit 18: e^18 overflows float16
+    torch.manual_seed(0)
+    generator = Generator(8, 5, dropout=0.0)
+    with torch.no_grad():
+        generator.proj.weight.copy_(torch.randn(5, 8) * 2)
+    outputs = torch.randn(1, 6, 8).tanh() * 2
+    tgt, mask = torch.randint(0, 5, (1, 6)), torch.ones(1, 6, dtype=torch.bool)
+
+    def run(**autocast):
+        x = outputs.clone().requires_grad_(True)
+        generator.zero_grad()
+        with torch.autocast("cpu", **autocast):
+            loss = masked_cross_entropy(generator, x, tgt, mask, 0.1)
+        loss.backward()
+        return loss.detach().float(), x.grad.float(), generator.proj.weight.grad
+
+    mixed, full = run(dtype=dtype), run(enabled=False)
+    for got, want in zip(mixed, full):
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got, want, rtol=0.05, atol=0.05 * want.abs().max().item())
