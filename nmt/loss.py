@@ -96,7 +96,8 @@ def _exp_is_safe(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> b
     So does mixed precision: autocast would run the normaliser's product in float16, and the
     backward multiplies in x's dtype, where e^12 already overflows.
     """
-    if torch.is_autocast_enabled(x.device.type) or x.dtype in (torch.float16, torch.bfloat16):
+    if (not x.size(0) or torch.is_autocast_enabled(x.device.type)
+            or x.dtype in (torch.float16, torch.bfloat16)):
         return False
     bound = weight.float().norm(dim=1).amax() * x.float().norm(dim=1).amax()
     return bool((bound <= 60) & (bias.amax() - bias.amin() <= 20))

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 
 class Sequences(Sequence):
-    """An append-only list of int sequences: ``seqs[i]`` is a new ``list[int]``."""
+    """An append-only list of int sequences: ``seqs[i]`` (an int index) is a new ``list[int]``."""
 
     def __init__(self, sequences: Iterable[list[int]] = ()) -> None:
         self._ids = array("i")

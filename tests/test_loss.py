@@ -106,3 +106,12 @@ def test_loss_under_autocast_stays_finite_and_close_to_float32(dtype):
     for got, want in zip(mixed, full):
         assert torch.isfinite(got).all()
         torch.testing.assert_close(got, want, rtol=0.05, atol=0.05 * want.abs().max().item())
+
+
+def test_a_batch_without_real_tokens_has_zero_loss_and_gradient():
+    generator = Generator(4, 7, dropout=0.0)
+    outputs = torch.randn(2, 3, 4, requires_grad=True)
+    loss = masked_cross_entropy(generator, outputs, torch.zeros(2, 3, dtype=torch.long),
+                                torch.zeros(2, 3, dtype=torch.bool), 0.1)
+    loss.backward()
+    assert loss.item() == 0 and not outputs.grad.any() and not generator.proj.weight.grad.any()
