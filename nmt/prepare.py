@@ -154,7 +154,8 @@ def _encode_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]], max_pieces
         part = pairs[start:start + chunk]
         src = tokenizer.encode([s for s, _ in part])
         tgt = tokenizer.encode([t for _, t in part])
-        keep = [i for i in range(len(part)) if 0 < len(src[i]) <= max_pieces and 0 < len(tgt[i]) <= max_pieces]
+        keep = [i for i in range(len(part))
+                if 0 < len(src[i]) <= max_pieces and 0 < len(tgt[i]) <= max_pieces]
         src_ids.extend(src[i] for i in keep)
         tgt_ids.extend(tgt[i] for i in keep)
         dropped += len(part) - len(keep)

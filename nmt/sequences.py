@@ -47,4 +47,3 @@ class Sequences(Sequence):
 
     def __repr__(self) -> str:
         return f"Sequences({len(self)} sequences, {len(self._ids)} ids)"
-
