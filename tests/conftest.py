@@ -5,6 +5,8 @@ Sizes are distinct (embed 6, hidden 8, vocabulary from the tokenizer), so a wron
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,12 @@ import torch
 from nmt.config import ModelConfig
 from nmt.model import Seq2Seq, build_model
 from nmt.tokenizer import PAD_ID, Tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+# A tiny model for CLI tests: fast to train, a real run directory all the same.
+TINY = ["--vocab-size", "60", "--embed-size", "8", "--hidden-size", "12", "--layers", "1",
+        "--batch-size", "4", "--device", "cpu", "--valid-size", "5", "--test-size", "5",
+        "--valid-bleu-size", "10"]
 
 EN_FR = {"tom": "tom", "mary": "marie", "sees": "voit", "likes": "aime", "chases": "chasse",
          "the": "le", "cat": "chat", "dog": "chien", "mouse": "souris", "bird": "oiseau",
@@ -57,3 +65,24 @@ def tiny_model(vocab: int, bidirectional: bool = True, layers: int = 2, seed: in
 @pytest.fixture
 def model(tokenizer: Tokenizer) -> Seq2Seq:
     return tiny_model(tokenizer.vocab_size)
+
+
+def nmt(*args: str | bytes, stdin: str | None = None, cwd: Path | None = None,
+        **kwargs) -> subprocess.CompletedProcess:
+    """Run the real command line in a subprocess, as a user runs it."""
+    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], input=stdin,
+                          capture_output=True, text=True, cwd=cwd or ROOT, timeout=600, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tsv(tmp_path_factory.mktemp("rel") / "toy.tsv", make_pairs(300, seed=9))
+
+
+@pytest.fixture(scope="session")
+def tiny_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A trained run shared by the CLI tests; tests that damage a run damage a copy."""
+    run = tmp_path_factory.mktemp("runs") / "tiny"
+    result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--max-steps", "4", *TINY)
+    assert result.returncode == 0, result.stderr
+    return run

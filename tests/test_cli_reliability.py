@@ -12,25 +12,7 @@ import pytest
 
 from nmt import checkpoint
 
-from conftest import make_pairs, write_tsv
-from test_cli import ROOT, nmt
-
-TINY = ["--vocab-size", "60", "--embed-size", "8", "--hidden-size", "12", "--layers", "1",
-        "--batch-size", "4", "--device", "cpu", "--valid-size", "5", "--test-size", "5",
-        "--valid-bleu-size", "10"]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return write_tsv(tmp_path_factory.mktemp("rel") / "toy.tsv", make_pairs(300, seed=9))
-
-
-@pytest.fixture(scope="module")
-def tiny_run(corpus, tmp_path_factory):
-    run = tmp_path_factory.mktemp("runs") / "tiny"
-    result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--max-steps", "4", *TINY)
-    assert result.returncode == 0, result.stderr
-    return run
+from conftest import ROOT, TINY, make_pairs, nmt
 
 
 def _start_training(corpus, run, log, *extra):
@@ -40,8 +22,8 @@ def _start_training(corpus, run, log, *extra):
 
 
 def _saved_step(run):
-    _, meta = checkpoint.read(run / "last.safetensors")
-    return checkpoint.train_state(meta)["step"]
+    _, meta = checkpoint.read_header(run / "last.safetensors")
+    return checkpoint.train_state(meta, run)["step"]
 
 
 def _wait_for(path, text, timeout=120):
@@ -73,8 +55,10 @@ def test_a_signal_saves_a_checkpoint_and_resume_continues(corpus, tmp_path, sig)
 def test_kill_9_during_training_leaves_a_loadable_checkpoint(corpus, tmp_path):
     run, log = tmp_path / "run", tmp_path / "log"
     process = _start_training(corpus, run, log, "--valid-every", "1")  # saves at every step
-    _wait_for(log, "training on")
-    time.sleep(3)
+    deadline = time.time() + 120
+    while not (run / "last.safetensors").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(2)  # into the steps that follow: saves keep coming while it is killed
     process.kill()
     process.wait()
     step = _saved_step(run)  # a complete checkpoint, whatever the moment of the kill
