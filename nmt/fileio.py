@@ -1,7 +1,11 @@
-"""Atomic file writes: a crash at any moment leaves either the old file or the new one."""
+"""Safe file writes: a crash at any moment leaves either the old file or the new one, and a
+write never replaces what is not a plain file (a device, a FIFO) or loses a file's mode."""
 from __future__ import annotations
 
+import errno
 import os
+import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,25 +14,80 @@ from typing import Iterator
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it is fsynced and renamed over ``path``."""
+    """Yield the path to write ``path``'s new content to.
+
+    - A new or regular file: a temporary file beside it, fsynced and renamed over it on
+      success, with the old file's mode (and owner, where allowed).
+    - A symlink is followed: its target gets the new content, the link stays.
+    - A file with other hard links is written in full beside it first, then copied into it,
+      so every link sees the new content (only that last copy is not atomic).
+    - Anything else (``/dev/null``, ``/dev/stdout``, a FIFO) is written in place: renaming
+      over it would replace the device or pipe instead of writing to it.
+    """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    old = _stat(path)
+    if old is not None and stat.S_ISDIR(old.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        yield path
+        return
+    target = Path(os.path.realpath(path))
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
-    tmp_path = Path(tmp)
-    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
+    tmp = Path(name)
     try:
-        yield tmp_path
-        with open(tmp_path, "rb+") as f:
+        os.chmod(tmp, stat.S_IMODE(old.st_mode) if old else 0o666 & ~_umask())
+        yield tmp
+        with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.replace(tmp_path, path)
+        if old is not None and old.st_nlink > 1:
+            shutil.copyfile(tmp, target)  # same inode: every hard link sees it
+        else:
+            _keep_owner(tmp, old)
+            os.replace(tmp, target)
     finally:
-        tmp_path.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    try:
+        return os.stat(path)  # follows symlinks: what a write would reach
+    except FileNotFoundError:
+        return None
+
+
+def _keep_owner(tmp: Path, old: os.stat_result | None) -> None:
+    if old is not None and hasattr(os, "chown"):
+        try:
+            os.chown(tmp, old.st_uid, old.st_gid)
+        except PermissionError:  # only root may give a file away; the mode is kept regardless
+            pass
 
 
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` are one existing file (by device and inode, not by spelling)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_writable(path: Path) -> None:
+    """Raise OSError now if a file cannot be created at ``path``'s place, before long work."""
+    old = _stat(path)
+    if old is not None and stat.S_ISDIR(old.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        return
+    parent = Path(os.path.realpath(path)).parent
+    with tempfile.TemporaryFile(dir=parent):
+        pass
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -1,0 +1,83 @@
+"""Safe writes: what is at the output path decides how it is written."""
+import os
+import stat
+
+import pytest
+
+from nmt.fileio import atomic_path, atomic_write_text, check_writable, same_file
+
+
+def test_a_new_file_gets_the_usual_mode_and_no_temporary_is_left(tmp_path):
+    atomic_write_text(tmp_path / "new.txt", "hello\n")
+    assert (tmp_path / "new.txt").read_text() == "hello\n"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "new.txt").stat().st_mode) == 0o666 & ~umask
+    assert [p.name for p in tmp_path.iterdir()] == ["new.txt"]
+
+
+def test_a_replaced_file_keeps_its_mode(tmp_path):
+    path = tmp_path / "secret.txt"
+    path.write_text("old\n")
+    path.chmod(0o600)
+    atomic_write_text(path, "new\n")
+    assert path.read_text() == "new\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_a_symlink_is_followed_to_its_target(tmp_path):
+    target = tmp_path / "real.txt"
+    target.write_text("old\n")
+    (tmp_path / "link.txt").symlink_to(target)
+    atomic_write_text(tmp_path / "link.txt", "new\n")
+    assert (tmp_path / "link.txt").is_symlink() and target.read_text() == "new\n"
+    (tmp_path / "dangling").symlink_to(tmp_path / "created.txt")
+    atomic_write_text(tmp_path / "dangling", "x\n")
+    assert (tmp_path / "dangling").is_symlink() and (tmp_path / "created.txt").read_text() == "x\n"
+
+
+def test_hard_links_all_see_the_new_content(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("old\n")
+    os.link(path, tmp_path / "b.txt")
+    atomic_write_text(path, "new\n")
+    assert (tmp_path / "b.txt").read_text() == "new\n" and same_file(path, tmp_path / "b.txt")
+
+
+def test_a_fifo_or_device_is_written_in_place_not_replaced(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        atomic_write_text(fifo, "through the pipe\n")
+        assert os.read(reader, 100) == b"through the pipe\n"
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    atomic_write_text(os.devnull, "gone\n")
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_a_failed_write_leaves_the_old_file(tmp_path):
+    path = tmp_path / "keep.txt"
+    path.write_text("old\n")
+    with pytest.raises(RuntimeError):
+        with atomic_path(path) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("crash")
+    assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def test_same_file_compares_inodes_not_spelling(tmp_path):
+    (tmp_path / "x").write_text("x")
+    (tmp_path / "d").mkdir()
+    assert same_file(tmp_path / "x", tmp_path / "d" / ".." / "x")
+    assert not same_file(tmp_path / "x", tmp_path / "missing")
+
+
+def test_check_writable_refuses_a_directory_and_a_missing_parent(tmp_path):
+    check_writable(tmp_path / "fine.json")
+    with pytest.raises(IsADirectoryError):
+        check_writable(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        check_writable(tmp_path / "no" / "such" / "dir.json")
+    assert list(tmp_path.iterdir()) == []
