@@ -17,7 +17,7 @@ def _clock(seconds: float) -> str:
 class TrainProgress:
     """Shows steps done, smoothed loss, target tokens/s and the time left under the budget."""
 
-    def __init__(self, total_steps: int, max_minutes: float | None) -> None:
+    def __init__(self, total_steps: int | None, max_minutes: float | None) -> None:
         self.total_steps, self.max_minutes = total_steps, max_minutes
         console = Console(stderr=True)
         self.progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
@@ -47,7 +47,8 @@ class TrainProgress:
             span = max(self.window[-1][0] - self.window[0][0], 1e-9)
             tok_s = sum(w[1] for w in self.window[1:]) / span
             sent_s = sum(w[2] for w in self.window[1:]) / span
-            eta = (self.total_steps - state.step) * span / (len(self.window) - 1)
+            if self.total_steps is not None:
+                eta = (self.total_steps - state.step) * span / (len(self.window) - 1)
         if self.max_minutes is not None:
             eta = min(eta, self.max_minutes * 60 - state.elapsed)
         loss = f"{self.loss:.3f}" if self.loss is not None else "-"

@@ -20,10 +20,11 @@ from nmt.config import RunConfig, read_run_config, save_config
 from nmt.devices import describe, pick_device, configure_cpu
 from nmt.errors import NmtError
 from nmt.fileio import atomic_write_text
+from nmt.lock import LOCK_FILE, run_lock
 from nmt.model import build_model, count_parameters
 from nmt.prepare import RunData, absolute_sources, prepare_run_data
-from nmt.tokenizer import PAD_ID
-from nmt.train import Trainer, TrainState
+from nmt.tokenizer import PAD_ID, Tokenizer
+from nmt.train import Trainer, TrainState, make_optimizer, trim_metrics
 
 log = logging.getLogger(__name__)
 
@@ -38,18 +39,28 @@ def new_run_dir(root: Path = Path("checkpoints")) -> Path:
     return path
 
 
-@contextmanager
-def _new_run_dir(run_dir: Path) -> Iterator[None]:
-    """Create ``run_dir`` for the set-up inside; if the set-up fails, leave nothing behind."""
+def _fresh_run_dir(run_dir: Path) -> bool:
+    """Check that ``run_dir`` can hold a new run, create it; returns whether it was created."""
     if run_dir.exists() and not run_dir.is_dir():
         raise NmtError(f"--run-dir {run_dir}: exists and is not a directory")
-    if run_dir.is_dir() and any(run_dir.iterdir()):
-        raise NmtError(f"--run-dir {run_dir}: exists and is not empty; choose another directory")
     created = not run_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise NmtError(f"--run-dir {run_dir}: cannot create ({e.strerror})") from None
+    return created
+
+
+def _check_empty(run_dir: Path, lock_existed: bool) -> None:
+    if any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+        if not lock_existed:
+            (run_dir / LOCK_FILE).unlink(missing_ok=True)
+        raise NmtError(f"--run-dir {run_dir}: exists and is not empty; choose another directory")
+
+
+@contextmanager
+def _set_up(run_dir: Path, created: bool) -> Iterator[None]:
+    """If the set-up inside fails, leave nothing behind (the lock is held: no one else writes)."""
     try:
         yield
     except BaseException:
@@ -61,23 +72,25 @@ def _new_run_dir(run_dir: Path) -> Iterator[None]:
 
 
 def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> TrainState:
-    """Create ``run_dir``, prepare the data, build a seeded model and train it."""
+    """Create ``run_dir``, prepare the data, build a seeded model and train it, holding the
+    run directory's lock throughout."""
     device = pick_device(config.train.device)
     configure_cpu(config.train.threads)
-    with _new_run_dir(run_dir):
-        data = prepare_run_data(config.data, run_dir, strict)
-        config = data.sized(config).replace(**absolute_sources(config.data))
-        save_config(config, run_dir / "config.yaml")
-    torch.manual_seed(config.train.seed)
-    model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(device)
-    log.info("run %s: %d parameters, vocabulary %d: %d pieces in sources, %d in targets", run_dir,
-             count_parameters(model), config.model.vocab, config.model.source_pieces,
-             config.model.target_pieces)
-    trainer = Trainer(config, model, data, run_dir, device)
-    start = time.time()
-    state = trainer.run()
-    write_summary(run_dir, config, data, trainer, device, time.time() - start)
-    return state
+    created = _fresh_run_dir(run_dir)
+    lock_existed = (run_dir / LOCK_FILE).exists()
+    with run_lock(run_dir):
+        _check_empty(run_dir, lock_existed)
+        with _set_up(run_dir, created):
+            data = prepare_run_data(config.data, run_dir, strict)
+            config = data.sized(config).replace(**absolute_sources(config.data))
+            save_config(config, run_dir / "config.yaml")
+        torch.manual_seed(config.train.seed)
+        model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(device)
+        log.info("run %s: %d parameters, vocabulary %d: %d pieces in sources, %d in targets", run_dir,
+                 count_parameters(model), config.model.vocab, config.model.source_pieces,
+                 config.model.target_pieces)
+        trainer = Trainer(config, model, data, run_dir, device)
+        return _train(trainer, config, data, run_dir, device)
 
 
 BUDGET_KEYS = ("epochs", "max_steps", "max_minutes")
@@ -87,23 +100,37 @@ def resume_run(run_dir: Path, budget: dict[str, float | int], strict: bool = Fal
     """Continue a run from last.safetensors: weights, optimiser, RNG, data order and budget.
 
     ``budget`` may change epochs/max_steps/max_minutes, which count from the run's start.
+    Every saved file is checked before the first step; the run's lock is held throughout.
     """
     if not (run_dir / "config.yaml").is_file():
         raise NmtError(f"--resume {run_dir}: not a run directory (no config.yaml)")
-    config = read_run_config(run_dir / "config.yaml")
-    config = config.replace(**budget)
-    device = pick_device(config.train.device)
-    configure_cpu(config.train.threads)
-    path = run_dir / "last.safetensors"
-    tensors, meta = checkpoint.read(path)
-    data = prepare_run_data(config.data, run_dir, strict, new_run=False)
-    model = build_model(config.model, PAD_ID)
-    checkpoint.load_model_weights(model, tensors, path)
-    state = TrainState(**checkpoint.train_state(meta))
-    trainer = Trainer(config, model.to(device), data, run_dir, device, state)
-    checkpoint.load_optimizer(trainer.optimizer, tensors, meta)
-    torch.set_rng_state(tensors["rng.torch"])
-    save_config(config, run_dir / "config.yaml")
+    with run_lock(run_dir):
+        config = read_run_config(run_dir / "config.yaml").replace(**budget)
+        device = pick_device(config.train.device)
+        configure_cpu(config.train.threads)
+        path = run_dir / "last.safetensors"
+        checkpoint.check_tokenizer(Tokenizer(run_dir / "spm.model"), config.model)
+        tensors, meta = checkpoint.read(path, checkpoint.skeleton(config.model), training=True)
+        state = TrainState.restore(checkpoint.train_state(meta, path), path)
+        model = build_model(config.model, PAD_ID)
+        checkpoint.load_model_weights(model, tensors, path)
+        optimizer = make_optimizer(model.to(device), config.train.lr, device)
+        checkpoint.load_optimizer(optimizer, tensors, meta, path)
+        data = prepare_run_data(config.data, run_dir, strict, new_run=False)
+        trainer = Trainer(config, model, data, run_dir, device, state, optimizer)
+        if state.batch_in_epoch >= len(trainer.batches_of_epoch(state.epoch)):
+            raise NmtError(f"{path}: its training state does not fit the run's data")
+        try:
+            torch.set_rng_state(tensors["rng.torch"])
+        except RuntimeError:
+            raise NmtError(f"{path}: damaged RNG state") from None
+        trim_metrics(run_dir / "metrics.jsonl", state.step)
+        save_config(config, run_dir / "config.yaml")
+        return _train(trainer, config, data, run_dir, device)
+
+
+def _train(trainer: Trainer, config: RunConfig, data: RunData, run_dir: Path,
+           device: torch.device) -> TrainState:
     start = time.time()
     state = trainer.run()
     write_summary(run_dir, config, data, trainer, device, time.time() - start)

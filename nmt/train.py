@@ -23,6 +23,8 @@ from nmt import checkpoint
 from nmt.batching import Batch, bucket_batches, make_batch
 from nmt.config import RunConfig
 from nmt.devices import autocast, describe
+from nmt.errors import NmtError
+from nmt.fileio import atomic_write_text
 from nmt.loss import batch_loss
 from nmt.metrics import bleu
 from nmt.model import Seq2Seq
@@ -32,6 +34,8 @@ from nmt.progress import TrainProgress
 from nmt.translate import Translator
 
 log = logging.getLogger(__name__)
+
+MIN_VALID_GAP = 200  # steps; epochs shorter than this are validated every few epochs
 
 
 @dataclass
@@ -52,18 +56,44 @@ class TrainState:
     sentences: int = 0
     scaler: dict = dataclasses.field(default_factory=dict)  # loss-scaler state (CUDA only)
 
+    @classmethod
+    def restore(cls, saved: dict, path: Path) -> TrainState:
+        """The state saved in checkpoint ``path``, each field checked for its type and sign."""
+        defaults = dataclasses.asdict(cls())
+        for key, value in saved.items():
+            if key not in defaults or not _fits(value, defaults[key]):
+                raise NmtError(f"{path}: damaged training state ({key}: {value!r})")
+        return cls(**saved)
+
+
+def _fits(value: object, default: object) -> bool:
+    """Whether a JSON value can stand for a field with ``default``: a count for an int, any
+    number for a float, the same type otherwise."""
+    if isinstance(value, bool) or isinstance(default, bool):
+        return type(value) is type(default)
+    if isinstance(default, int):
+        return isinstance(value, int) and value >= 0
+    if isinstance(default, float):
+        return isinstance(value, (int, float))
+    return isinstance(value, type(default))
+
+
+def make_optimizer(model: Seq2Seq, lr: float, device: torch.device) -> torch.optim.Optimizer:
+    """Adam; fused (one kernel for all parameters, not a loop of small ops per tensor) where
+    the device has it."""
+    return torch.optim.Adam(model.parameters(), lr=lr, fused=device.type in ("cpu", "cuda"))
+
 
 class Trainer:
     """Trains ``model`` on ``data`` into ``run_dir`` under ``config``."""
 
     def __init__(self, config: RunConfig, model: Seq2Seq, data: RunData, run_dir: Path,
-                 device: torch.device, state: TrainState | None = None) -> None:
+                 device: torch.device, state: TrainState | None = None,
+                 optimizer: torch.optim.Optimizer | None = None) -> None:
         self.t = config.train
         self.model, self.data, self.run_dir, self.device = model, data, run_dir, device
         self.state = state or TrainState()
-        # One fused kernel for all parameters instead of a loop of small ops per tensor.
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=self.t.lr,
-                                          fused=device.type in ("cpu", "cuda"))
+        self.optimizer = optimizer or make_optimizer(model, self.t.lr, device)
         # float16 autocast on CUDA needs loss scaling; elsewhere the scaler is a no-op.
         self.scaler = torch.amp.GradScaler(device.type, enabled=device.type == "cuda")
         if self.state.scaler:
@@ -108,13 +138,27 @@ class Trainer:
 
     def budget_left(self) -> bool:
         t, s = self.t, self.state
-        if s.epoch >= t.epochs or (t.max_steps is not None and s.step >= t.max_steps):
+        if s.epoch >= t.epoch_limit or (t.max_steps is not None and s.step >= t.max_steps):
             return False
         return t.max_minutes is None or s.elapsed < t.max_minutes * 60
 
-    def total_steps(self, steps_per_epoch: int) -> int:
-        total = self.t.epochs * steps_per_epoch
-        return min(total, self.t.max_steps) if self.t.max_steps is not None else total
+    def total_steps(self, steps_per_epoch: int) -> int | None:
+        """Steps the budget allows, or None when only minutes bound it."""
+        total = min(self.t.epoch_limit * steps_per_epoch, self.t.max_steps or math.inf)
+        return int(total) if math.isfinite(total) else None
+
+    def validation_due(self, epoch_done: bool, epoch_steps: int) -> bool:
+        """Whether to validate after the step just taken (a pure function of the step count,
+        so a resumed run validates where an uninterrupted one would).
+
+        With ``valid_every`` 0: at the end of each epoch, but only once a multiple of
+        MIN_VALID_GAP steps has passed, so a tiny corpus (one-step epochs) is not validated
+        at every step, nor its learning rate halved on every noisy validation.
+        """
+        step, every = self.state.step, self.t.valid_every
+        if every:
+            return step % every == 0
+        return epoch_done and step // MIN_VALID_GAP > (step - epoch_steps) // MIN_VALID_GAP
 
     def run(self) -> TrainState:
         """Train until a budget, early stopping, a bad loss or a stop signal; returns the state."""
@@ -158,8 +202,7 @@ class Trainer:
             epoch_done = s.batch_in_epoch == len(batches)
             if epoch_done:
                 s.epoch, s.batch_in_epoch = s.epoch + 1, 0
-            if (epoch_done and not self.t.valid_every) or (
-                    self.t.valid_every and s.step % self.t.valid_every == 0):
+            if self.validation_due(epoch_done, len(batches)):
                 self._timed_validate(progress)
             if epoch_done or not self.budget_left() or self.stop_reason:
                 return  # a new epoch starts from its own batch order
@@ -230,13 +273,17 @@ class Trainer:
     def _log_metrics(self, record: dict) -> None:
         """Append to metrics.jsonl and redraw curve.png from all records so far."""
         path = self.run_dir / "metrics.jsonl"
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+        except OSError as e:
+            raise NmtError(f"{path}: cannot write ({e.strerror})") from None
         plot_training_curve(read_metrics(path), self.run_dir / "curve.png")
 
     def save_best_if(self, score: float) -> None:
+        """Keep the weights with the best validation BLEU; on a tie the newer, more trained ones."""
         s = self.state
-        if score > s.best_bleu:
+        if score >= s.best_bleu:
             s.best_bleu, s.best_bleu_step = score, s.step
             checkpoint.save(self.run_dir / "best.safetensors", self.model,
                             state={"step": s.step, "valid_bleu": score})
@@ -247,15 +294,40 @@ class Trainer:
                         dataclasses.asdict(self.state))
 
 
+_METRIC_KEYS = ("step", "valid_loss", "valid_bleu")
+
+
+def _metric(line: bytes) -> dict | None:
+    """One validation record, or None for a line that is not one (cut short by a crash, damaged)."""
+    try:
+        record = json.loads(line)
+    except ValueError:  # also invalid UTF-8
+        return None
+    ok = isinstance(record, dict) and all(isinstance(record.get(k), (int, float)) for k in _METRIC_KEYS)
+    return record if ok else None
+
+
 def read_metrics(path: Path) -> list[dict]:
-    """The validation records of a run; a line cut short by a crash is ignored."""
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
+    """The validation records of a run; lines that are not records are skipped with a warning."""
+    lines = path.read_bytes().splitlines() if path.is_file() else []
+    records = [r for r in map(_metric, lines) if r is not None]
+    if len(records) < len(lines):
+        log.warning("%s: skipped %d damaged lines", path, len(lines) - len(records))
     return records
+
+
+def trim_metrics(path: Path, step: int) -> None:
+    """Before a resume appends to ``path``: drop a line cut short by a crash and the records of
+    validations after the checkpoint's ``step`` (the resumed run validates there again)."""
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    lines = data.splitlines(keepends=True)
+    kept = [line for line in lines if line.endswith(b"\n") and (r := _metric(line)) is not None
+            and r["step"] <= step]
+    if len(kept) < len(lines):
+        log.warning("%s: dropped %d damaged or later lines before resuming", path, len(lines) - len(kept))
+        atomic_write_text(path, b"".join(kept).decode("utf-8"))
 
 
 @contextmanager
