@@ -13,6 +13,9 @@ Layout of a run directory::
 from __future__ import annotations
 
 import json
+import math
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +26,10 @@ from safetensors.torch import save_file
 from torch import nn
 
 from nmt import __version__
+from nmt.config import ModelConfig, RunConfig, read_run_config
 from nmt.errors import NmtError
 from nmt.fileio import atomic_path
+from nmt.tokenizer import PAD_ID, Tokenizer
 
 FORMAT = "nmt-checkpoint-1"
 
@@ -41,23 +46,129 @@ def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None =
                 tensors[f"optim.{pid}.{name}"] = torch.as_tensor(value).detach().contiguous()
         meta["optim_groups"] = json.dumps(opt["param_groups"])
     tensors["rng.torch"] = torch.get_rng_state()
-    with atomic_path(path) as tmp:
-        save_file({k: v.cpu() for k, v in tensors.items()}, str(tmp), metadata=meta)
+    try:
+        with atomic_path(path) as tmp:
+            save_file({k: v.cpu() for k, v in tensors.items()}, str(tmp), metadata=meta)
+    except (OSError, SafetensorError) as e:
+        raise NmtError(f"{path}: cannot write the checkpoint ({getattr(e, 'strerror', None) or e})") from None
 
 
-def read(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Tensors and metadata of a checkpoint file; a clear error for missing or damaged files."""
+_DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
+           torch.int64: "I64", torch.int32: "I32", torch.uint8: "U8", torch.bool: "BOOL"}
+_ITEM_BYTES = {"F32": 4, "F64": 8, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "U8": 1, "BOOL": 1}
+_MAX_HEADER = 100 * 2**20
+_ADAM_SLOTS = ("step", "exp_avg", "exp_avg_sq")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor's dtype (safetensors' name, e.g. ``F32``) and shape."""
+
+    dtype: str
+    shape: tuple[int, ...]
+
+    def __str__(self) -> str:
+        return f"{self.dtype}{list(self.shape)}"
+
+
+def specs_of(tensors: dict[str, torch.Tensor], prefix: str = "") -> dict[str, TensorSpec]:
+    """Specs of named tensors; meta-device tensors will do, since only shapes matter."""
+    return {prefix + k: TensorSpec(_DTYPES.get(v.dtype, str(v.dtype)), tuple(v.shape))
+            for k, v in tensors.items()}
+
+
+def read_header(path: Path) -> tuple[dict[str, TensorSpec], dict[str, str]]:
+    """Each tensor's spec and the metadata of a safetensors file, from its header alone:
+    nothing is allocated for the tensors, so a hostile file cannot exhaust the memory."""
     if not path.is_file():
         raise NmtError(f"{path}: no such checkpoint file")
     try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            tensors = {key: f.get_tensor(key) for key in f.keys()}
-    except (SafetensorError, OSError, ValueError) as e:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            n = int.from_bytes(f.read(8), "little")
+            if not 2 <= n <= min(_MAX_HEADER, size - 8):
+                raise ValueError("header length out of range")
+            header = json.loads(f.read(n))
+        meta = header.pop("__metadata__", None) or {}
+        specs = {name: _spec(info, size - 8 - n) for name, info in header.items()}
+        if not all(isinstance(v, str) for v in meta.values()):
+            raise ValueError("metadata values must be strings")
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
         raise NmtError(f"{path}: truncated or corrupted checkpoint ({e})") from None
     if meta.get("format") != FORMAT:
         raise NmtError(f"{path}: not an {FORMAT} file (written by an incompatible nmt version?)")
+    return specs, meta
+
+
+def _spec(info: dict, data_bytes: int) -> TensorSpec:
+    dtype, shape, (begin, end) = info["dtype"], tuple(info["shape"]), info["data_offsets"]
+    if dtype not in _ITEM_BYTES or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ValueError(f"unsupported tensor {dtype}{list(shape)}")
+    if not 0 <= begin <= end <= data_bytes or end - begin != math.prod(shape) * _ITEM_BYTES[dtype]:
+        raise ValueError("tensor data outside the file")
+    return TensorSpec(dtype, shape)
+
+
+def training_specs(model: nn.Module) -> dict[str, TensorSpec]:
+    """What last.safetensors may hold besides the weights: Adam's slots per parameter (in
+    ``model.parameters()`` order) and the RNG state."""
+    specs = {"rng.torch": TensorSpec("U8", tuple(torch.get_rng_state().shape))}
+    for pid, param in enumerate(model.parameters()):
+        specs[f"optim.{pid}.step"] = TensorSpec("F32", ())
+        for slot in ("exp_avg", "exp_avg_sq"):
+            specs[f"optim.{pid}.{slot}"] = TensorSpec(_DTYPES[param.dtype], tuple(param.shape))
+    return specs
+
+
+def read_header_checked(path: Path, model: nn.Module) -> tuple[dict[str, TensorSpec], dict[str, str]]:
+    """The header of checkpoint ``path``, every tensor in it checked against ``model`` (its
+    shapes: a meta-device model will do) and the optimiser slots it may have."""
+    specs, meta = read_header(path)
+    _check_specs(path, specs, specs_of(model.state_dict(), "model."), training_specs(model))
+    return specs, meta
+
+
+def read(path: Path, model: nn.Module, training: bool = False
+         ) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The tensors of a checkpoint for ``model`` (built on the meta device, it costs no
+    memory), and its metadata.
+
+    Every tensor's name and shape is checked against ``model`` and the optimiser's slots from
+    the file's header before any is loaded; an unexpected, missing or misshapen tensor is an
+    error. Loaded weights must be finite. ``training`` also loads the optimiser and RNG state.
+    """
+    specs, meta = read_header_checked(path, model)
+    expected = specs_of(model.state_dict(), "model.")
+    if training and "rng.torch" not in specs:
+        raise NmtError(f"{path}: no RNG state; not a checkpoint to resume from")
+    wanted = [k for k in specs if k in expected or training]
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            tensors = {key: f.get_tensor(key) for key in wanted}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise NmtError(f"{path}: truncated or corrupted checkpoint ({e})") from None
+    for key in expected:
+        if tensors[key].is_floating_point() and not torch.isfinite(tensors[key]).all():
+            raise NmtError(f"{path}: weights are not finite (NaN or infinity in {key}); the "
+                           f"checkpoint is damaged or its training diverged")
     return tensors, meta
+
+
+def _check_specs(path: Path, specs: dict[str, TensorSpec], expected: dict[str, TensorSpec],
+                 extra: dict[str, TensorSpec]) -> None:
+    missing = [k for k in expected if k not in specs]
+    if missing:
+        raise NmtError(f"{path}: weights do not fit the model in config.yaml ({len(missing)} "
+                       f"missing, e.g. {missing[0]})")
+    for key, spec in specs.items():
+        want = expected.get(key) or extra.get(key)
+        if want is None:
+            raise NmtError(f"{path}: unexpected tensor {key} ({spec}); not a checkpoint of this run")
+        if spec != want and not (key.endswith(".step") and spec.shape == () and spec.dtype in ("F32", "F64")):
+            raise NmtError(f"{path}: tensor {key} is {spec}, but the model in config.yaml needs {want}")
+    for pid in {k.split(".")[1] for k in specs if k.startswith("optim.")}:
+        if not all(f"optim.{pid}.{slot}" in specs for slot in _ADAM_SLOTS):
+            raise NmtError(f"{path}: incomplete optimiser state for parameter {pid}")
 
 
 def load_model_weights(model: nn.Module, tensors: dict[str, torch.Tensor], path: Path) -> None:
@@ -70,18 +181,46 @@ def load_model_weights(model: nn.Module, tensors: dict[str, torch.Tensor], path:
 
 
 def load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor],
-                   meta: dict[str, str]) -> None:
+                   meta: dict[str, str], path: Path) -> None:
+    """Restore the optimiser from tensors checked by :func:`read` and its groups' metadata,
+    each group checked against ``optimizer``'s own (keys, parameters, value types)."""
     state: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in tensors.items():
         if key.startswith("optim."):
             _, pid, name = key.split(".", 2)
             state.setdefault(int(pid), {})[name] = value
     state = dict(sorted(state.items()))
-    optimizer.load_state_dict({"state": state, "param_groups": json.loads(meta["optim_groups"])})
+    groups = _json(meta.get("optim_groups"), list, path, "optimiser groups")
+    fresh = optimizer.state_dict()["param_groups"]
+    if len(groups) != len(fresh) or not all(_same_group(g, f) for g, f in zip(groups, fresh)):
+        raise NmtError(f"{path}: optimiser groups do not fit this model's optimiser")
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
 
 
-def train_state(meta: dict[str, str]) -> dict[str, Any]:
-    return json.loads(meta.get("state", "{}"))
+def _same_group(group: Any, fresh: dict[str, Any]) -> bool:
+    if not isinstance(group, dict) or group.keys() != fresh.keys() or group["params"] != fresh["params"]:
+        return False
+    for key, value in fresh.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        kind = (int, float) if number else list if isinstance(value, tuple) else type(value)
+        if not isinstance(group[key], kind) or isinstance(group[key], bool) != isinstance(value, bool):
+            return False
+    return math.isfinite(group["lr"]) and group["lr"] > 0
+
+
+def _json(text: str | None, kind: type, path: Path, what: str) -> Any:
+    try:
+        value = json.loads(text) if text is not None else None
+    except ValueError:
+        value = None
+    if not isinstance(value, kind):
+        raise NmtError(f"{path}: damaged {what} in the checkpoint's metadata")
+    return value
+
+
+def train_state(meta: dict[str, str], path: Path) -> dict[str, Any]:
+    """The JSON training state saved with a checkpoint (a mapping; its fields are the caller's)."""
+    return _json(meta.get("state", "{}"), dict, path, "training state")
 
 
 def latest_run(root: Path = Path("checkpoints")) -> Path:
@@ -111,21 +250,39 @@ def weights_file(run_dir: Path) -> Path:
     raise NmtError(f"{run_dir}: no best.safetensors or last.safetensors; the run saved no weights yet")
 
 
-def load_run(run_dir: Path, device: torch.device):
-    """Rebuild a run's model and tokenizer from its directory alone.
+def skeleton(cfg: ModelConfig) -> nn.Module:
+    """The model ``cfg`` describes, on the meta device: every shape, no memory, so a
+    checkpoint's header can be checked against it before anything is allocated."""
+    from nmt.model import build_model
+    with torch.device("meta"):
+        return build_model(cfg, PAD_ID)
+
+
+def check_tokenizer(tokenizer: Tokenizer, cfg: ModelConfig) -> None:
+    """The run's spm.model must be the one its model was trained with (piece count and hash)."""
+    if (cfg.vocab and tokenizer.vocab_size != cfg.vocab) or (
+            cfg.tokenizer_sha256 and tokenizer.sha256 != cfg.tokenizer_sha256):
+        raise NmtError(f"{tokenizer.model_path}: not the tokenizer this run was trained with "
+                       f"({tokenizer.vocab_size} pieces, sha256 {tokenizer.sha256[:12]}…; config.yaml "
+                       f"expects {cfg.vocab} pieces{', sha256 ' + cfg.tokenizer_sha256[:12] + '…' if cfg.tokenizer_sha256 else ''}); "
+                       f"restore the run's own spm.model")
+
+
+def load_run(run_dir: Path, device: torch.device) -> tuple[RunConfig, nn.Module, Tokenizer]:
+    """Rebuild a run's model and tokenizer from its directory alone, each file checked
+    against config.yaml before the model is built.
 
     :return: (RunConfig, Seq2Seq in eval mode on ``device``, Tokenizer)
     """
-    from nmt.config import read_run_config
     from nmt.model import build_model
-    from nmt.tokenizer import PAD_ID, Tokenizer
 
     if not run_dir.is_dir():
         raise NmtError(f"{run_dir}: not a run directory")
     config = read_run_config(run_dir / "config.yaml")
     tokenizer = Tokenizer(run_dir / "spm.model")
-    model = build_model(config.model, PAD_ID)
+    check_tokenizer(tokenizer, config.model)
     path = weights_file(run_dir)
-    tensors, _ = read(path)
+    tensors, _ = read(path, skeleton(config.model))
+    model = build_model(config.model, PAD_ID)
     load_model_weights(model, tensors, path)
     return config, model.to(device).eval(), tokenizer

@@ -5,14 +5,38 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nmt.checkpoint import load_model_weights, read, weights_file
-from nmt.config import read_run_config
+from nmt.checkpoint import read_header_checked, skeleton, weights_file
+from nmt.config import RunConfig, read_run_config
 from nmt.errors import NmtError
-from nmt.model import build_model, count_parameters
+from nmt.model import count_parameters
 from nmt.plotting import AttentionPanel
-from nmt.tokenizer import PAD_ID
 from nmt.train import read_metrics
 from nmt.translate import Translator
+
+
+def _summary(path: Path) -> dict[str, Any]:
+    """run.json, written when a training session ends; {} while the first is still running."""
+    if not path.exists():
+        return {}
+    try:
+        summary = json.loads(path.read_bytes())
+    except (OSError, ValueError) as e:
+        raise NmtError(f"{path}: damaged run summary ({e}); delete it, or resume the run "
+                       f"to write it again") from None
+    if not isinstance(summary, dict):
+        raise NmtError(f"{path}: damaged run summary (not a JSON object); delete it, or resume "
+                       f"the run to write it again")
+    return summary
+
+
+def _held_out(run_dir: Path, config: RunConfig, part: str) -> str:
+    """Where a run's validation or test set came from, and its size."""
+    path = run_dir / f"{part}.tsv"
+    pairs = len(path.read_bytes().splitlines()) if path.is_file() else 0
+    d = config.data
+    if getattr(d, f"{part}_src"):
+        return f"{pairs} pairs from {getattr(d, f'{part}_src')} + {getattr(d, f'{part}_tgt')}"
+    return f"{pairs} pairs held out of the corpus (at most {getattr(d, f'{part}_size')} source sentences)"
 
 
 def attention_panels(translator: Translator, lines: list[str]) -> list[AttentionPanel]:
@@ -30,13 +54,15 @@ def attention_panels(translator: Translator, lines: list[str]) -> list[Attention
 
 
 def model_card(run_dir: Path) -> dict[str, Any]:
-    """What a reader of a run wants to know, from its files alone."""
+    """What a reader of a run wants to know, from its files alone (the weights are checked
+    against config.yaml from their header, not loaded)."""
+    if not run_dir.is_dir():
+        raise NmtError(f"{run_dir}: not a run directory")
     config = read_run_config(run_dir / "config.yaml")
-    summary_path = run_dir / "run.json"
-    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.exists() else {}
+    summary = _summary(run_dir / "run.json")
+    model = skeleton(config.model)
     path = weights_file(run_dir)
-    model = build_model(config.model, PAD_ID)
-    load_model_weights(model, read(path)[0], path)
+    read_header_checked(path, model)
     n_params = count_parameters(model)
     m = config.model
     records = read_metrics(run_dir / "metrics.jsonl")
@@ -51,6 +77,8 @@ def model_card(run_dir: Path) -> dict[str, Any]:
         "vocabulary": (f"joint SentencePiece unigram, {m.vocab} pieces: rows for "
                        f"{m.source_pieces or m.vocab} in sources, {m.target_pieces or m.vocab} in targets"),
         "corpus": summary.get("corpus", config.data.corpus or config.data.src_file),
+        "validation set": _held_out(run_dir, config, "valid"),
+        "test set": _held_out(run_dir, config, "test"),
         "pairs": summary.get("pairs", "unknown (run unfinished)"),
         "training": {"steps": summary.get("steps", records[-1]["step"] if records else 0),
                      "seconds": summary.get("train_seconds"), "device": summary.get("device")},

@@ -32,7 +32,7 @@ class PieceMap(nn.Module):
 
     def __init__(self, pieces: list[int] | int, vocab_size: int) -> None:
         super().__init__()
-        ids = torch.tensor(pieces if isinstance(pieces, list) else list(range(pieces)))
+        ids = torch.tensor(pieces) if isinstance(pieces, list) else torch.arange(pieces)
         position = torch.full((vocab_size,), -1, dtype=torch.long)
         position[ids] = torch.arange(len(ids))
         position[position < 0] = position[UNK_ID]

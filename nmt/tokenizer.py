@@ -1,12 +1,12 @@
 """SentencePiece subwords: one joint model for both languages, special ids fixed here."""
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 import os
+import re
 from pathlib import Path
-from typing import Iterable
-
 import sentencepiece as spm
 
 from nmt.errors import NmtError
@@ -17,33 +17,57 @@ log = logging.getLogger(__name__)
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 
 
+_TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)")
+
+
+def _train_proto(texts: list[str], vocab_size: int) -> bytes:
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
+        model_type="unigram", character_coverage=0.9999, hard_vocab_limit=False,
+        pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
+        num_threads=os.cpu_count() or 1, minloglevel=2)
+    return model.getvalue()
+
+
+def _reason(error: Exception) -> str:
+    """SentencePiece's message without its source location."""
+    return re.sub(r"^.*?\] ", "", str(error).splitlines()[0])
+
+
 class Tokenizer:
     """Encodes text to piece ids and decodes ids back to detokenised text."""
 
     def __init__(self, model_path: Path) -> None:
         self.model_path = Path(model_path)
         try:
-            self.sp = spm.SentencePieceProcessor(model_file=str(model_path))
+            proto = self.model_path.read_bytes()
+            self.sp = spm.SentencePieceProcessor(model_proto=proto)
         except (OSError, RuntimeError) as e:
             raise NmtError(f"{model_path}: not a readable SentencePiece model ({e})") from None
         if (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id()) != (
                 PAD_ID, UNK_ID, BOS_ID, EOS_ID):
             raise NmtError(f"{model_path}: SentencePiece model has other special ids than nmt's")
+        self.sha256 = hashlib.sha256(proto).hexdigest()  # the run's fingerprint of it
 
     @staticmethod
-    def train(texts: Iterable[str], model_path: Path, vocab_size: int) -> Tokenizer:
+    def train(texts: list[str], model_path: Path, vocab_size: int) -> Tokenizer:
         """Train a unigram model on ``texts`` and write it atomically to ``model_path``.
 
-        The vocabulary size is a soft limit, so small corpora get a smaller vocabulary.
+        The vocabulary size is a soft limit, so small corpora get a smaller vocabulary; below
+        the pieces that the corpus's characters need, it is raised to that with a warning.
         """
-        model = io.BytesIO()
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
-            model_type="unigram", character_coverage=0.9999, hard_vocab_limit=False,
-            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
-            num_threads=os.cpu_count() or 1, minloglevel=2)
+        try:
+            proto = _train_proto(texts, vocab_size)
+        except RuntimeError as e:
+            needed = _TOO_SMALL.search(str(e))
+            if needed is None:
+                raise NmtError(f"SentencePiece could not train a vocabulary: {_reason(e)}") from None
+            log.warning("vocabulary size %d is below the %s pieces that this corpus's characters "
+                        "need; using %s", vocab_size, needed[1], needed[1])
+            proto = _train_proto(texts, int(needed[1]))
         with atomic_path(model_path) as tmp:
-            tmp.write_bytes(model.getvalue())
+            tmp.write_bytes(proto)
         tokenizer = Tokenizer(model_path)
         log.info("trained a SentencePiece model of %d pieces", tokenizer.vocab_size)
         return tokenizer

@@ -11,6 +11,7 @@ from nmt.argmax import LinearArgmax
 from nmt.batching import length_sorted_chunks, make_batch
 from nmt.corpus import normalize
 from nmt.devices import autocast
+from nmt.errors import NmtError
 from nmt.model import Seq2Seq
 from nmt.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from nmt.tokenizer import Tokenizer
@@ -36,6 +37,10 @@ class Translator:
                  beam: int = 1, length_penalty: float = 0.0, max_src_pieces: int = 256,
                  len_ratio: float = 2.0, len_extra: int = 10, workers: int = 0) -> None:
         self.model, self.tokenizer, self.device = model, tokenizer, device
+        outputs = model.generator.proj.out_features
+        if beam > 1 and 2 * beam > outputs:  # each step ranks 2 * beam of the first step's outputs
+            raise NmtError(f"beam size {beam} is too large for this model: it outputs {outputs} "
+                           f"pieces, so the beam can hold at most {outputs // 2}")
         self.beam, self.length_penalty = beam, length_penalty
         self.max_src_pieces, self.len_ratio, self.len_extra = max_src_pieces, len_ratio, len_extra
         self.workers = workers

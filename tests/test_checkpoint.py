@@ -26,14 +26,14 @@ def test_save_load_gives_identical_outputs(tmp_path):
     optimizer.step()
     model.eval()
     checkpoint.save(tmp_path / "last.safetensors", model, optimizer, {"step": 3})
-    tensors, meta = checkpoint.read(tmp_path / "last.safetensors")
     other = tiny_model(vocab=30, seed=1)
+    tensors, meta = checkpoint.read(tmp_path / "last.safetensors", other, training=True)
     checkpoint.load_model_weights(other, tensors, tmp_path / "last.safetensors")
     for a, b in zip(_outputs(model), _outputs(other)):
         assert torch.equal(a, b)
     other_opt = torch.optim.Adam(other.parameters())
-    checkpoint.load_optimizer(other_opt, tensors, meta)
-    assert checkpoint.train_state(meta) == {"step": 3}
+    checkpoint.load_optimizer(other_opt, tensors, meta, tmp_path)
+    assert checkpoint.train_state(meta, tmp_path) == {"step": 3}
     for p, q in zip(model.parameters(), other.parameters()):
         assert optimizer.state[p].keys() == other_opt.state[q].keys()
         if not optimizer.state[p]:  # the generator had no gradient in this pass
@@ -59,7 +59,7 @@ def test_truncated_checkpoint_is_a_clear_error(tmp_path):
     checkpoint.save(path, tiny_model(vocab=30))
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(NmtError, match="best.safetensors: truncated or corrupted"):
-        checkpoint.read(path)
+        checkpoint.read(path, tiny_model(vocab=30))
 
 
 class _Payload:
@@ -75,5 +75,5 @@ def test_pickle_payload_is_never_executed(tmp_path):
     path = tmp_path / "best.safetensors"
     path.write_bytes(pickle.dumps(_Payload()))
     with pytest.raises(NmtError, match="best.safetensors"):
-        checkpoint.read(path)
+        checkpoint.read(path, tiny_model(vocab=30))
     assert not os.path.exists(marker)

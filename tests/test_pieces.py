@@ -59,7 +59,7 @@ def test_checkpoint_restores_the_scored_pieces(tmp_path):
     cfg, model = _restricted(seed=2)
     save(tmp_path / "w.safetensors", model)
     loaded = build_model(cfg, PAD_ID)  # placeholder ids until the checkpoint fills them
-    tensors, _ = read(tmp_path / "w.safetensors")
+    tensors, _ = read(tmp_path / "w.safetensors", loaded)
     load_model_weights(loaded, tensors, tmp_path / "w.safetensors")
     for side, ids in ((loaded.encoder.embedding, SOURCE), (loaded.decoder.embedding, PIECES),
                       (loaded.generator, PIECES)):
