@@ -6,6 +6,7 @@ sectioned as the saved ``config.yaml`` is (``data:``, ``model:``, ``train:``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,10 @@ class DataConfig:
     corpus: str | None = None  # fra-eng style TSV; default data/fra-eng/fra.txt
     src_file: str | None = None
     tgt_file: str | None = None
+    valid_src: str | None = None  # a given validation set (aligned files) replaces the carved one
+    valid_tgt: str | None = None
+    test_src: str | None = None  # a given test set, likewise; nmt eval then scores it line by line
+    test_tgt: str | None = None
     valid_size: int = 1000  # held-out source sentences (groups), capped at 10% of the groups
     test_size: int = 2000
     max_pieces: int = 64  # training pairs longer than this on either side are dropped
@@ -47,13 +52,17 @@ class ModelConfig:
     source_pieces: int = 0  # pieces with encoder rows (those in training sources, and specials)
     target_pieces: int = 0  # pieces with decoder and generator rows (in training targets, specials)
     #                         both set by nmt train; 0 = every piece (runs made before that)
+    tokenizer_sha256: str = ""  # of the run's spm.model, checked on every load; set by nmt train
+
+
+DEFAULT_EPOCHS = 10
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     """The optimisation loop and its budget."""
 
-    epochs: int = 10
+    epochs: int | None = None  # None: DEFAULT_EPOCHS, unless max_steps or max_minutes is given
     max_steps: int | None = None
     max_minutes: float | None = None
     batch_size: int = 128  # sentences per batch, unless batch_tokens is set
@@ -68,6 +77,15 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"
     threads: int = 0  # 0 = one per CPU core
+
+
+    @property
+    def epoch_limit(self) -> float:
+        """The epochs to train: ``epochs`` when given; else DEFAULT_EPOCHS when no other
+        budget is given, and no limit when one is (it must not be cut short by a default)."""
+        if self.epochs is not None:
+            return self.epochs
+        return DEFAULT_EPOCHS if self.max_steps is None and self.max_minutes is None else math.inf
 
 
 @dataclass(frozen=True)
@@ -101,6 +119,9 @@ class RunConfig:
                "give either --corpus or --src-file/--tgt-file, not both")
         _check((d.src_file is None) == (d.tgt_file is None),
                "--src-file and --tgt-file go together")
+        for part in ("valid", "test"):
+            _check((getattr(d, f"{part}_src") is None) == (getattr(d, f"{part}_tgt") is None),
+                   f"--{part}-src and --{part}-tgt go together")
         for name, value in [("valid_size", d.valid_size), ("test_size", d.test_size)]:
             _check(value >= 0, f"{name} must be >= 0, got {value}")
         _check(d.max_pieces >= 4, f"max_pieces must be >= 4, got {d.max_pieces}")
@@ -116,7 +137,7 @@ class RunConfig:
         for name in ("source_pieces", "target_pieces"):
             _check(0 <= getattr(m, name) <= m.vocab or not m.vocab,
                    f"{name} must be in [0, vocab], got {getattr(m, name)}")
-        _check(t.epochs >= 1, f"epochs must be >= 1, got {t.epochs}")
+        _check(t.epochs is None or t.epochs >= 1, f"epochs must be >= 1, got {t.epochs}")
         _check(t.max_steps is None or t.max_steps >= 1, f"max_steps must be >= 1, got {t.max_steps}")
         _check(t.max_minutes is None or t.max_minutes > 0,
                f"max_minutes must be > 0, got {t.max_minutes}")
@@ -128,6 +149,7 @@ class RunConfig:
         _check(t.clip > 0, f"clip must be > 0, got {t.clip}")
         _check(0 <= t.label_smoothing < 1, f"label_smoothing must be in [0, 1), got {t.label_smoothing}")
         _check(t.valid_every >= 0, f"valid_every must be >= 0, got {t.valid_every}")
+        _check(t.valid_bleu_size >= 1, f"valid_bleu_size must be >= 1, got {t.valid_bleu_size}")
         _check(t.patience >= 0, f"patience must be >= 0, got {t.patience}")
         _check(t.threads >= 0, f"threads must be >= 0, got {t.threads}")
 

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import re
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from nmt.errors import NmtError
 
@@ -17,6 +19,7 @@ log = logging.getLogger(__name__)
 _ODD_SPACE = re.compile(r"[\s\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
 _ZERO_WIDTH = re.compile(r"[\u200b\u200c\u200d\u2060\ufeff]")
 MAX_LINE_CHARS = 2000  # longer lines are skipped as absurd rather than read
+MAX_LINE_BYTES = 1 << 20  # a longer line is no sentence: the whole input is refused
 
 
 def normalize(text: str) -> str:
@@ -50,12 +53,26 @@ class ReadReport:
 
 def split_lines(data: bytes) -> list[bytes]:
     """Lines of a byte string without a UTF-8 BOM, newlines or CRs before them."""
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+    return read_lines(io.BytesIO(data), "text")
+
+
+def read_lines(stream: BinaryIO, name: str, max_line_bytes: int = MAX_LINE_BYTES) -> list[bytes]:
+    """The lines of a binary stream without a UTF-8 BOM, newlines or CRs before them.
+
+    Read line by line with a cap, so an endless "line" (``/dev/zero``, a binary file) is
+    refused after ``max_line_bytes`` instead of filling the memory.
+    """
+    lines: list[bytes] = []
+    while line := stream.readline(max_line_bytes + 1):
+        if len(line) > max_line_bytes:
+            raise NmtError(f"{name}: line {len(lines) + 1} is longer than {max_line_bytes:,} bytes; "
+                           f"not a text file of sentences")
+        if not lines and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]
+        if line.endswith(b"\n"):
+            line = line[:-1]
+        lines.append(line[:-1] if line.endswith(b"\r") else line)
+    return lines
 
 
 def read_text_lines(path: Path) -> list[bytes]:
@@ -65,7 +82,8 @@ def read_text_lines(path: Path) -> list[bytes]:
     if path.is_dir():
         raise NmtError(f"{path}: is a directory, expected a text file")
     try:
-        return split_lines(path.read_bytes())
+        with open(path, "rb") as f:
+            return read_lines(f, str(path))
     except OSError as e:
         raise NmtError(f"{path}: cannot read ({e.strerror})") from None
 
@@ -112,6 +130,11 @@ def read_tsv(path: Path, strict: bool = False) -> tuple[list[tuple[str, str]], R
 def read_parallel(src_path: Path, tgt_path: Path, strict: bool = False
                   ) -> tuple[list[tuple[str, str]], ReadReport]:
     """Read two aligned files, one sentence per line, normalised."""
+    return _finish(*parallel_pairs(src_path, tgt_path), strict)
+
+
+def parallel_pairs(src_path: Path, tgt_path: Path) -> tuple[list[tuple[str, str]], ReadReport]:
+    """The usable, normalised pairs of two aligned files, and what was skipped."""
     src_lines, tgt_lines = read_text_lines(src_path), read_text_lines(tgt_path)
     if len(src_lines) != len(tgt_lines):
         raise NmtError(f"{src_path} has {len(src_lines)} lines but {tgt_path} has "
@@ -123,7 +146,7 @@ def read_parallel(src_path: Path, tgt_path: Path, strict: bool = False
             tgt = _decode(raw_tgt, line_no, report)
         if tgt is not None and _keep(normalize(src), normalize(tgt), line_no, report):
             pairs.append((normalize(src), normalize(tgt)))
-    return _finish(pairs, report, strict)
+    return pairs, report
 
 
 def _finish(pairs: list[tuple[str, str]], report: ReadReport, strict: bool

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from nmt.config import read_run_config
 from nmt.corpus import read_text_lines
 from nmt.errors import NmtError
 from nmt.metrics import Score, corpus_score
@@ -21,17 +22,23 @@ class TestSet:
 
 
 def run_test_set(run_dir: Path, all_refs: bool = False) -> TestSet:
-    """The run's held-out test split, one segment per distinct source.
+    """The run's test set: given test files line by line, or its held-out split.
 
-    Tatoeba gives some sources several translations. By default each source is scored once
-    against its first translation (single-reference BLEU); ``all_refs`` scores it against all
-    of them (multi-reference: stream j holds each source's j-th translation, None if it has fewer).
+    A held-out split has one segment per distinct source: Tatoeba gives some sources several
+    translations. By default each source is scored once against its first translation
+    (single-reference BLEU); ``all_refs`` scores it against all of them (multi-reference:
+    stream j holds each source's j-th translation, None if it has fewer).
     """
     path = run_dir / "test.tsv"
-    if not path.exists():
-        raise NmtError(f"{path}: missing; pass --src and --ref to score other files")
+    pairs = read_pairs(path)
+    given = read_run_config(run_dir / "config.yaml").data.test_src
+    if given:
+        return TestSet(f"{given} (as saved in {path})", [s for s, _ in pairs], [[t for _, t in pairs]])
+    if not pairs:
+        raise NmtError(f"{path}: the run holds out no test pairs (trained with --test-size 0); "
+                       f"score files with --src and --ref")
     grouped: dict[str, list[str]] = {}
-    for src, tgt in read_pairs(path):
+    for src, tgt in pairs:
         grouped.setdefault(src, []).append(tgt)
     width = max(map(len, grouped.values())) if all_refs else 1
     streams: list[list[str | None]] = [
@@ -50,6 +57,8 @@ def _decode_lines(path: Path) -> list[str]:
 def file_test_set(src: Path, refs: list[Path]) -> TestSet:
     """Sources and references from aligned files; an empty reference line means 'no reference'."""
     sources = _decode_lines(src)
+    if not sources:
+        raise NmtError(f"{src}: empty; nothing to score")
     streams: list[list[str | None]] = []
     for ref in refs:
         lines = _decode_lines(ref)

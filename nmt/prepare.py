@@ -12,7 +12,7 @@ from functools import cached_property
 from pathlib import Path
 
 from nmt.config import DataConfig, RunConfig
-from nmt.corpus import ReadReport, Split, read_parallel, read_tsv, split_by_source
+from nmt.corpus import ReadReport, Split, parallel_pairs, read_parallel, read_tsv, split_by_source
 from nmt.errors import NmtError
 from nmt.fileio import atomic_path, atomic_write_lines
 from nmt.pieces import side_pieces
@@ -50,7 +50,8 @@ class RunData:
     def sized(self, config: RunConfig) -> RunConfig:
         """``config`` with the vocabulary and each side's piece count of this data."""
         return config.replace(vocab=self.tokenizer.vocab_size, source_pieces=len(self.source_pieces),
-                              target_pieces=len(self.target_pieces))
+                              target_pieces=len(self.target_pieces),
+                              tokenizer_sha256=self.tokenizer.sha256)
 
 
 def download_fra_eng(target: Path) -> None:
@@ -88,17 +89,42 @@ def read_corpus(cfg: DataConfig, strict: bool = False) -> tuple[list[tuple[str, 
 
 def absolute_sources(cfg: DataConfig) -> dict[str, str]:
     """The corpus paths made absolute, so a resumed run finds them from any directory."""
+    paths = {key: getattr(cfg, key) for key in _GIVEN_SETS if getattr(cfg, key) is not None}
     if cfg.src_file is not None:
-        return {"src_file": str(Path(cfg.src_file).resolve()),
-                "tgt_file": str(Path(cfg.tgt_file).resolve())}
-    return {"corpus": str(Path(cfg.corpus or DEFAULT_CORPUS).resolve())}
+        paths |= {"src_file": cfg.src_file, "tgt_file": cfg.tgt_file}
+    else:
+        paths["corpus"] = str(cfg.corpus or DEFAULT_CORPUS)
+    return {key: str(Path(path).resolve()) for key, path in paths.items()}
+
+
+_GIVEN_SETS = ("valid_src", "valid_tgt", "test_src", "test_tgt")
+
+
+def read_given_set(src: str, tgt: str) -> list[tuple[str, str]]:
+    """A validation or test set given as two aligned files: every line must be a usable pair,
+    so its segments are the files' lines, as published."""
+    pairs, report = parallel_pairs(Path(src), Path(tgt))
+    if report.skipped or not pairs:
+        raise NmtError(f"{report.summary()}: a validation or test set needs a usable pair on every line")
+    return pairs
+
+
+def split_corpus(cfg: DataConfig, pairs: list[tuple[str, str]]) -> Split:
+    """The held-out split: given validation and test files where there are, the rest carved
+    from the corpus by source sentence (:func:`split_by_source`)."""
+    valid = read_given_set(cfg.valid_src, cfg.valid_tgt) if cfg.valid_src else None
+    test = read_given_set(cfg.test_src, cfg.test_tgt) if cfg.test_src else None
+    split = split_by_source(pairs, 0 if valid is not None else cfg.valid_size,
+                            0 if test is not None else cfg.test_size)
+    return Split(split.train, valid if valid is not None else split.valid,
+                 test if test is not None else split.test)
 
 
 def _check_same_split(run_dir: Path, split: Split, source: str) -> None:
     for name, pairs in (("valid.tsv", split.valid), ("test.tsv", split.test)):
         if read_pairs(run_dir / name) != pairs:
-            raise NmtError(f"{source}: not the corpus this run started with (its held-out "
-                           f"{name} differs); resume with the original corpus")
+            raise NmtError(f"{source}: not the data this run started with (its held-out "
+                           f"{name} differs); resume with the original corpus and held-out files")
 
 
 def _write_pairs(path: Path, pairs: list[tuple[str, str]]) -> None:
@@ -126,7 +152,7 @@ def prepare_run_data(cfg: DataConfig, run_dir: Path, strict: bool = False,
     pairs, report = read_corpus(cfg, strict)
     if corpus_limit is not None and corpus_limit < len(pairs):
         pairs = random.Random(0).sample(pairs, corpus_limit)
-    split = split_by_source(pairs, cfg.valid_size, cfg.test_size)
+    split = split_corpus(cfg, pairs)
     log.info("%s: %d training, %d validation, %d test pairs", report.path, len(split.train),
              len(split.valid), len(split.test))
     if new_run:

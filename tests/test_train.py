@@ -66,8 +66,10 @@ def test_non_finite_loss_stops_without_touching_the_weights(tmp_path, corpus_fil
     from nmt.runs import resume_run
     train_new_run(_config(corpus_file, max_steps=4), tmp_path / "run")
     before = load_file(tmp_path / "run" / "last.safetensors")
-    tensors, meta = checkpoint.read(tmp_path / "run" / "last.safetensors")
-    tensors["model.generator.proj.bias"][:] = float("nan")  # poison the loss
+    path = tmp_path / "run" / "last.safetensors"
+    tensors, meta = checkpoint.read(path, checkpoint.skeleton(read_run_config(path.parent / "config.yaml").model),
+                                    training=True)
+    tensors["model.generator.proj.weight"][:] = 3e38  # finite weights whose logits overflow
     from safetensors.torch import save_file
     save_file(tensors, str(tmp_path / "run" / "last.safetensors"), metadata=meta)
     state = resume_run(tmp_path / "run", {"max_steps": 8})
@@ -138,5 +140,5 @@ def test_resume_refuses_a_changed_corpus_and_works_from_elsewhere(tmp_path, corp
     assert resume_run(tmp_path / "run", {"max_steps": 3}).step == 3
     held = (tmp_path / "run" / "test.tsv").read_text().splitlines()[0]
     corpus.write_text(corpus.read_text().replace(held + "\n", ""))
-    with pytest.raises(NmtError, match="not the corpus this run started with"):
+    with pytest.raises(NmtError, match="not the data this run started with"):
         resume_run(tmp_path / "run", {"max_steps": 4})
