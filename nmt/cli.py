@@ -1,7 +1,9 @@
 """The ``nmt`` command line: parses options, calls the library, prints. Nothing else lives here."""
 from __future__ import annotations
 
+import io
 import logging
+import math
 import os
 import sys
 from contextlib import contextmanager
@@ -58,6 +60,11 @@ def _at_least(flag: str, value: int, minimum: int = 1) -> None:
         raise NmtError(f"{flag} must be >= {minimum}, got {value}")
 
 
+def _check_penalty(alpha: float) -> None:
+    if not (math.isfinite(alpha) and alpha >= 0):
+        raise NmtError(f"--length-penalty must be a finite number >= 0, got {alpha}")
+
+
 def _h(key: str, text: str) -> str:
     return f"{text} \\[default: {default_of(key)}]"
 
@@ -73,6 +80,14 @@ def train(
     src_file: Annotated[Optional[Path], Opt(help="Source side as a plain-text file (with --tgt-file).",
                                             rich_help_panel="Data")] = None,
     tgt_file: Annotated[Optional[Path], Opt(help="Target side, aligned line by line with --src-file.",
+                                            rich_help_panel="Data")] = None,
+    valid_src: Annotated[Optional[Path], Opt(help="Validation sources (with --valid-tgt), instead of "
+                                             "holding them out of the corpus.", rich_help_panel="Data")] = None,
+    valid_tgt: Annotated[Optional[Path], Opt(help="Validation references, aligned with --valid-src.",
+                                             rich_help_panel="Data")] = None,
+    test_src: Annotated[Optional[Path], Opt(help="Test sources (with --test-tgt), instead of holding "
+                                            "them out of the corpus.", rich_help_panel="Data")] = None,
+    test_tgt: Annotated[Optional[Path], Opt(help="Test references, aligned with --test-src.",
                                             rich_help_panel="Data")] = None,
     valid_size: Annotated[Optional[int], Opt(help=_h("valid_size", "Held-out validation source sentences."),
                                              rich_help_panel="Data")] = None,
@@ -95,7 +110,8 @@ def train(
                                                  rich_help_panel="Model")] = None,
     dropout: Annotated[Optional[float], Opt(help=_h("dropout", "Dropout probability."),
                                             rich_help_panel="Model")] = None,
-    epochs: Annotated[Optional[int], Opt(help=_h("epochs", "Most epochs."), rich_help_panel="Budget")] = None,
+    epochs: Annotated[Optional[int], Opt(help="Most epochs. \\[default: 10, or no limit when --max-steps or "
+                                         "--max-minutes is given]", rich_help_panel="Budget")] = None,
     max_steps: Annotated[Optional[int], Opt(help="Most optimiser steps in total.",
                                             rich_help_panel="Budget")] = None,
     max_minutes: Annotated[Optional[float], Opt(help="Most wall-clock minutes of training.",
@@ -162,30 +178,82 @@ def _read_input_lines(path: Path | None) -> list[str]:
 def _stdin_lines() -> list[bytes]:
     if sys.stdin is None or sys.stdin.isatty():
         raise NmtError("nothing to translate: give TEXT arguments, --input FILE, or pipe lines to stdin")
-    from nmt.corpus import split_lines
-    return split_lines(sys.stdin.buffer.read())
+    from nmt.corpus import read_lines
+    return read_lines(sys.stdin.buffer, "stdin")
 
 
-def _write_output(lines: Iterable[str], output: Path | None) -> None:
-    """Write lines to stdout as they come, or atomically to ``output`` once all are done."""
-    if output is None:
-        try:
-            for line in lines:
-                sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-        except BrokenPipeError:  # the reader stopped early (`| head`): not an error
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            raise typer.Exit(code=0) from None
+def _stdout(text: str) -> None:
+    """Write to stdout now: a reader that stops early (`| head`) is no error, a failing stdout
+    (`> /dev/full`) is one, and either way nothing is left buffered to fail again at exit."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        raise typer.Exit(code=0) from None
+    except OSError as e:
+        _silence_stdout()
+        raise NmtError(f"cannot write to stdout ({e.strerror or e})") from None
+
+
+def _silence_stdout() -> None:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _print(renderable: Any) -> None:
+    """A rich table, or plain text as it is, on stdout through :func:`_stdout`."""
+    if isinstance(renderable, str):
+        return _stdout(renderable + "\n")
+    terminal = Console()  # rendered as for stdout, but into a string: stdout's errors are ours
+    console = Console(file=io.StringIO(), force_terminal=terminal.is_terminal, width=terminal.width,
+                      color_system=terminal.color_system)
+    console.print(renderable)
+    _stdout(console.file.getvalue())
+
+
+def _is_stdout(output: Path | None) -> bool:
+    return output is None or str(output) == "-"
+
+
+def _write_output(lines: Iterable[str], output: Path | None, flag: str = "--output") -> None:
+    """Write lines to stdout (``output`` None or ``-``) as they come, or to ``output`` once all
+    are done (atomically, for a regular file)."""
+    if _is_stdout(output):
+        for line in lines:
+            _stdout(line + "\n")
         return
     from nmt.fileio import atomic_path
     if output.is_dir():
-        raise NmtError(f"--output {output}: is a directory")
+        raise NmtError(f"{flag} {output}: is a directory")
     try:
         with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as f:
             for line in lines:
                 f.write(line + "\n")
     except OSError as e:
-        raise NmtError(f"--output {output}: cannot write ({e.strerror or e})") from None
+        raise NmtError(f"{flag} {output}: cannot write ({e.strerror or e})") from None
+
+
+def _refuse_same_file(output: Path | None, flag: str, inputs: Iterable[tuple[str, Path | None]]) -> None:
+    """An output that is one of the inputs (by inode) would overwrite it: refuse before any work."""
+    from nmt.fileio import same_file
+    if _is_stdout(output):
+        return
+    for name, path in inputs:
+        if path is not None and same_file(output, path):
+            raise NmtError(f"{flag} {output} is the {name} file; writing it would overwrite "
+                           f"that input. Choose another output file")
+
+
+def _texts(args: list[str]) -> list[str]:
+    """Command-line sentences; bytes that are not UTF-8 are refused, naming the argument."""
+    for k, text in enumerate(args, start=1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            bad = os.fsencode(text[e.start:e.end])
+            raise NmtError(f"argument {k} is not valid UTF-8 (byte 0x{bad[0]:02x} at character "
+                           f"{e.start + 1}); use a UTF-8 terminal, or --input FILE") from None
+    return args
 
 
 def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
@@ -202,6 +270,7 @@ def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
     from nmt.translate import Translator
 
     _at_least("--beam", beam)
+    _check_penalty(length_penalty)
     configure_cpu(0)
     decoding_device(precision, device)  # a bad flag fails before looking for a run
     run = checkpoint or latest_run()
@@ -243,7 +312,8 @@ def translate(
         _at_least("--batch-size", batch_size)
         if nbest is not None and not 1 <= nbest <= beam:
             raise NmtError(f"--nbest must be between 1 and --beam ({beam}), got {nbest}")
-        lines = list(text) if text else _read_input_lines(input)
+        _refuse_same_file(output, "--output", [("--input", input)])
+        lines = _texts(text) if text else _read_input_lines(input)
         translator = _load_translator(checkpoint, device, beam, length_penalty, precision)
         _write_output((line for chunk in _chunks(lines)
                        for line in _format(translator, chunk, nbest, json_out, batch_size)), output)
@@ -293,19 +363,18 @@ def eval_(
             raise NmtError("--all-refs is for a run's own test split; with --src, pass each --ref")
         _at_least("--batch-size", batch_size)
         run = checkpoint or latest_run()
+        _refuse_same_file(hyp_out, "--hyp-out", [("--src", src), *(("--ref", r) for r in ref or []),
+                                                 ("run's test.tsv", run / "test.tsv")])
         test = file_test_set(src, ref) if src is not None else run_test_set(run, all_refs)
         metrics = [m for m, on in (("bleu", bleu), ("chrf", chrf), ("ter", ter)) if on] or ["bleu"]
         translator = _load_translator(run, device, beam, length_penalty, precision)
         hyps, scores = evaluate(translator, test, metrics, batch_size)
         if hyp_out is not None:
-            _write_output(hyps, hyp_out)
+            _write_output(hyps, hyp_out, "--hyp-out")
         info = {"run": str(run), "test_set": test.name, "sentences": len(test.sources),
                 "references": len(test.refs), "beam": beam, "precision": precision,
                 "length_penalty": length_penalty if beam > 1 else None}
-        if json_out:
-            typer.echo(score_json(info, scores))
-        else:
-            Console().print(score_table(info, scores))
+        _print(score_json(info, scores) if json_out else score_table(info, scores))
 
 
 @app.command(name="attn-plot", epilog='Example: nmt attn-plot "Tom chases Jerry." -o attn.png --show')
@@ -326,11 +395,11 @@ def attn_plot(
     with _user_errors():
         figure_format(output)
         translator = _load_translator(checkpoint, device, beam, length_penalty)
-        panels = attention_panels(translator, text)
+        panels = attention_panels(translator, _texts(text))
         plot_attention(panels, output)
         if show:
             for panel in panels:
-                Console().print(attention_table(panel))
+                _print(attention_table(panel))
         err.print(f"wrote {output}", highlight=False)
 
 
@@ -348,11 +417,8 @@ def info(
 
     with _user_errors():
         card = model_card(checkpoint or latest_run())
-        if json_out:
-            typer.echo(json.dumps(card, indent=2))
-        else:
-            Console().print(key_value_table(f"nmt run {card['run']}",
-                                            [(k, _fmt(v)) for k, v in card.items() if k != "run"]))
+        _print(json.dumps(card, indent=2) if json_out else
+               key_value_table(f"nmt run {card['run']}", [(k, _fmt(v)) for k, v in card.items() if k != "run"]))
 
 
 @app.command(epilog="Example: nmt bench --pairs 20000 --steps 30 --beam 5 --json-out bench.json")
@@ -377,7 +443,9 @@ def bench(
     threads: Annotated[int, Opt(help="CPU threads (0: one per core).")] = 0,
     precision: Annotated[str, Opt(help="fp32 or int8 for the translation phases (int8: CPU only); "
                                   "training is always fp32.")] = "fp32",
-    json_out: Annotated[Path, Opt(help="Write the figures as JSON here.")] = Path("bench.json"),
+    json_out: Annotated[Optional[Path], Opt(help="Write the figures as JSON to this file ('-': stdout). "
+                                            "\\[default: bench.json, unless --json]")] = None,
+    json_stdout: Annotated[bool, Opt("--json", help="Print the figures as JSON instead of a table.")] = False,
 ) -> None:
     """Measure training and translation throughput and peak memory on this machine, and how
     close training runs to the device's matmul peak."""
@@ -387,7 +455,7 @@ def bench(
     from nmt.bench import run_bench, translation_run
     from nmt.checkpoint import weights_file
     from nmt.config import read_run_config
-    from nmt.fileio import atomic_write_text
+    from nmt.fileio import atomic_write_text, check_writable
     from nmt.output import bench_table
     from nmt.quantize import decoding_device
 
@@ -397,10 +465,19 @@ def bench(
                                      ("--translate-batch", translate_batch, 1)):
             if value is not None:
                 _at_least(flag, value, minimum)
+        _check_penalty(length_penalty)
         cfg = build_config({}, {"corpus": str(corpus) if corpus else None, "embed_size": embed_size,
                                 "hidden_size": hidden_size, "layers": layers, "vocab_size": vocab_size,
                                 "batch_size": batch_size, "device": device, "threads": threads})
         decoding_device(precision, device)  # a bad flag fails now, not after the training phase
+        json_file = None if json_stdout and json_out is None else json_out or Path("bench.json")
+        if json_file is not None and str(json_file) == "-":
+            json_file, json_stdout = None, True
+        if json_file is not None:
+            try:  # fail now, not after minutes of measuring
+                check_writable(json_file)
+            except OSError as e:
+                raise NmtError(f"--json-out {json_file}: cannot write there ({e.strerror or e})") from None
         run = translation_run(checkpoint)
         if run is None:
             err.print("no trained run in checkpoints/: skipping the translation phases")
@@ -410,8 +487,13 @@ def bench(
         result = run_bench(cfg, pairs, steps, warmup, run, sentences, beam, translate_batch, precision,
                            length_penalty)
         record = dataclasses.asdict(result) | {"translation_run": str(run) if run else None}
-        atomic_write_text(json_out, json.dumps(record, indent=2) + "\n")
-        Console().print(bench_table(record))
+        text = json.dumps(record, indent=2)
+        if json_file is not None:
+            try:
+                atomic_write_text(json_file, text + "\n")
+            except OSError as e:
+                raise NmtError(f"--json-out {json_file}: cannot write ({e.strerror or e})") from None
+        _print(text if json_stdout else bench_table(record))
 
 
 def _fmt(value: Any) -> str:

@@ -37,26 +37,54 @@ def figure_format(path: Path) -> str:
     return fmt
 
 
+MAX_PANELS = 12  # sentences in one figure
+GRID_COLUMNS = 3
+PANEL_INCHES = (3.0, 8.0)  # each panel's smallest and largest side
+MAX_TICKS = 60  # labelled pieces per axis; longer axes label every k-th piece
+
+
 def plot_attention(panels: list[AttentionPanel], path: Path) -> None:
-    """Draw one heatmap per panel (source on x, target on y, colour bar) into one figure."""
+    """Draw one heatmap per panel (source on x, target on y, colour bar), in a grid of up to
+    three columns. Panel sides are capped, so no input makes a figure larger than 24 x 32
+    inches (3,600 x 4,800 pixels at 150 dpi)."""
     fmt = figure_format(path)
+    if len(panels) > MAX_PANELS:
+        raise NmtError(f"attn-plot draws at most {MAX_PANELS} sentences in one figure, got "
+                       f"{len(panels)}; plot them in groups of {MAX_PANELS} or fewer")
     plt = _pyplot()
-    widths = [max(3.0, 0.4 * len(p.src_tokens) + 1.5) for p in panels]
-    height = max(3.0, 0.35 * max(len(p.tgt_tokens) for p in panels) + 1.5)
-    fig, axes = plt.subplots(1, len(panels), figsize=(sum(widths), height), squeeze=False,
-                             gridspec_kw={"width_ratios": widths})
-    for ax, panel in zip(axes[0], panels):
+    cols = min(GRID_COLUMNS, len(panels))
+    rows = -(-len(panels) // cols)
+    width = max(_side(len(p.src_tokens), 0.4) for p in panels)
+    height = max(_side(len(p.tgt_tokens), 0.35) for p in panels)
+    fig, axes = plt.subplots(rows, cols, figsize=(cols * width, rows * height), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_axis_off()
+    for ax, panel in zip(axes.flat, panels):
         image = ax.imshow(panel.weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-        ax.set_xticks(range(len(panel.src_tokens)), panel.src_tokens, rotation=60, ha="right",
-                      fontsize=8 if len(panel.src_tokens) < 30 else 6)
-        ax.set_yticks(range(len(panel.tgt_tokens)), panel.tgt_tokens,
-                      fontsize=8 if len(panel.tgt_tokens) < 30 else 6)
+        _ticks(ax.set_xticks, panel.src_tokens, rotation=60, ha="right")
+        _ticks(ax.set_yticks, panel.tgt_tokens)
         ax.set_xlabel("source pieces")
         ax.set_ylabel("generated pieces")
-        ax.set_title(panel.title, fontsize=9, wrap=True)
+        ax.set_title(_short(panel.title), fontsize=9, wrap=True)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
     _save(fig, path, fmt)
+
+
+def _side(pieces: int, inches_per_piece: float) -> float:
+    low, high = PANEL_INCHES
+    return min(high, max(low, inches_per_piece * pieces + 1.5))
+
+
+def _ticks(set_ticks, labels: list[str], **style) -> None:
+    """Label every piece, or every k-th one on a long axis, so labels never overlap."""
+    k = -(-len(labels) // MAX_TICKS)
+    positions = range(0, len(labels), k)
+    set_ticks(positions, [labels[i] for i in positions], fontsize=8 if len(labels) < 30 else 6, **style)
+
+
+def _short(title: str, limit: int = 160) -> str:
+    return "\n".join(line if len(line) <= limit else line[:limit - 1] + "…" for line in title.split("\n"))
 
 
 def plot_training_curve(records: list[dict], path: Path) -> None:

@@ -1,34 +1,27 @@
 """Through the real command line, in a subprocess, as a user runs it."""
-import subprocess
-import sys
-from pathlib import Path
+import json
 
 import pytest
 
-from conftest import make_pairs, write_tsv
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def nmt(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], input=stdin,
-                          capture_output=True, text=True, cwd=cwd or ROOT, timeout=600)
+from conftest import make_pairs, nmt, write_tsv
 
 
 @pytest.fixture(scope="module")
 def memorised_run(tmp_path_factory):
-    """A tiny model trained on 24 pairs until it has memorised them (validated once, at the
-    end, so best.safetensors holds the memorised weights)."""
+    """A tiny model trained on 24 pairs until it has memorised them, as a new user would try:
+    ``--max-steps 600`` alone, with the default epochs, validation cadence and lr halving."""
     tmp = tmp_path_factory.mktemp("e2e")
     pairs = sorted(set(make_pairs(24, seed=5)))
     corpus = write_tsv(tmp / "tiny.tsv", pairs)
     run = tmp / "run"
     result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--vocab-size", "60",
                  "--embed-size", "32", "--hidden-size", "64", "--layers", "1", "--dropout", "0",
-                 "--label-smoothing", "0", "--lr", "0.01", "--lr-decay", "1", "--batch-size", "8",
-                 "--max-steps", "600", "--epochs", "1000",
-                 "--valid-every", "600", "--device", "cpu", "--seed", "3")
+                 "--label-smoothing", "0", "--lr", "0.01", "--batch-size", "8",
+                 "--max-steps", "600", "--device", "cpu", "--seed", "3")
     assert result.returncode == 0, result.stderr
+    assert json.loads((run / "run.json").read_text())["steps"] == 600  # not cut short by default epochs
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) <= 4 and records[-1]["lr"] >= 0.01 / 8  # 2 validation sentences: few halvings
     held = {line.split("\t")[0] for name in ("valid.tsv", "test.tsv")
             for line in (run / name).read_text().splitlines()}
     train_pairs = [p for p in pairs if p[0] not in held]
