@@ -190,6 +190,7 @@ def load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Te
             _, pid, name = key.split(".", 2)
             state.setdefault(int(pid), {})[name] = value
     state = dict(sorted(state.items()))
+    _check_optimizer_tensors(path, tensors)
     groups = _json(meta.get("optim_groups"), list, path, "optimiser groups")
     fresh = optimizer.state_dict()["param_groups"]
     if len(groups) != len(fresh) or not all(_same_group(g, f) for g, f in zip(groups, fresh)):
@@ -198,14 +199,41 @@ def load_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Te
 
 
 def _same_group(group: Any, fresh: dict[str, Any]) -> bool:
-    if not isinstance(group, dict) or group.keys() != fresh.keys() or group["params"] != fresh["params"]:
+    """Whether a saved Adam group fits ``fresh`` (this optimiser's): its keys among fresh's
+    (a newer torch may add some), the same parameters, values of the same kinds, and
+    hyperparameters Adam can step with."""
+    if not isinstance(group, dict) or not {"params", "lr", "betas", "eps", "weight_decay"} <= group.keys() <= fresh.keys():
         return False
-    for key, value in fresh.items():
-        number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        kind = (int, float) if number else list if isinstance(value, tuple) else type(value)
-        if not isinstance(group[key], kind) or isinstance(group[key], bool) != isinstance(value, bool):
+    if group["params"] != fresh["params"]:
+        return False
+    for key, value in group.items():
+        want = fresh[key]
+        number = isinstance(want, (int, float)) and not isinstance(want, bool)
+        kind = (int, float) if number else list if isinstance(want, tuple) else type(want)
+        if not isinstance(value, kind) or isinstance(value, bool) != isinstance(want, bool):
             return False
-    return math.isfinite(group["lr"]) and group["lr"] > 0
+    betas = group["betas"]
+    return (_finite(group["lr"], group["eps"], group["weight_decay"]) and group["lr"] > 0
+            and group["eps"] > 0 and group["weight_decay"] >= 0 and len(betas) == 2
+            and all(isinstance(b, (int, float)) and 0 <= b < 1 for b in betas))
+
+
+def _finite(*values: Any) -> bool:
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
+def _check_optimizer_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
+    """Adam's slots must be finite, its second moments non-negative, its step counts >= 1."""
+    for key, value in tensors.items():
+        if not key.startswith("optim."):
+            continue
+        ok = bool(torch.isfinite(value).all())
+        if key.endswith(".exp_avg_sq"):
+            ok = ok and bool((value >= 0).all())
+        elif key.endswith(".step"):
+            ok = ok and float(value) >= 1
+        if not ok:
+            raise NmtError(f"{path}: damaged optimiser state ({key})")
 
 
 def _json(text: str | None, kind: type, path: Path, what: str) -> Any:

@@ -1,14 +1,11 @@
 """The ``nmt`` command line: parses options, calls the library, prints. Nothing else lives here."""
 from __future__ import annotations
 
-import io
 import logging
 import math
-import os
-import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Iterator, Optional
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -18,6 +15,7 @@ from nmt import __version__
 from nmt.config import build_config, default_of, load_config_file
 from nmt.errors import NmtError
 from nmt.search import DEFAULT_LENGTH_PENALTY
+from nmt.streams import argument_texts, input_lines, is_stdout, print_out, refuse_same_file, write_output
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
                   help="nmt: train, run and inspect GRU + Bahdanau-attention translation models.")
@@ -49,6 +47,10 @@ def _user_errors() -> Iterator[None]:
         yield
     except NmtError as e:
         err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=1) from None
+    except OSError as e:  # the environment's refusal (permissions, a full disk), not a bug
+        where = f"{e.filename}: " if e.filename else ""
+        err.print(f"[bold red]error:[/] {where}{e.strerror or e}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:  # outside the training loop, which saves and exits cleanly itself
         err.print("[bold red]interrupted[/]", highlight=False)
@@ -169,93 +171,6 @@ def train(
                   highlight=False)
 
 
-def _read_input_lines(path: Path | None) -> list[str]:
-    from nmt.corpus import read_text_lines
-    raw = read_text_lines(path) if path is not None else _stdin_lines()
-    return [line.decode("utf-8", errors="replace") for line in raw]
-
-
-def _stdin_lines() -> list[bytes]:
-    if sys.stdin is None or sys.stdin.isatty():
-        raise NmtError("nothing to translate: give TEXT arguments, --input FILE, or pipe lines to stdin")
-    from nmt.corpus import read_lines
-    return read_lines(sys.stdin.buffer, "stdin")
-
-
-def _stdout(text: str) -> None:
-    """Write to stdout now: a reader that stops early (`| head`) is no error, a failing stdout
-    (`> /dev/full`) is one, and either way nothing is left buffered to fail again at exit."""
-    try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
-        raise typer.Exit(code=0) from None
-    except OSError as e:
-        _silence_stdout()
-        raise NmtError(f"cannot write to stdout ({e.strerror or e})") from None
-
-
-def _silence_stdout() -> None:
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def _print(renderable: Any) -> None:
-    """A rich table, or plain text as it is, on stdout through :func:`_stdout`."""
-    if isinstance(renderable, str):
-        return _stdout(renderable + "\n")
-    terminal = Console()  # rendered as for stdout, but into a string: stdout's errors are ours
-    console = Console(file=io.StringIO(), force_terminal=terminal.is_terminal, width=terminal.width,
-                      color_system=terminal.color_system)
-    console.print(renderable)
-    _stdout(console.file.getvalue())
-
-
-def _is_stdout(output: Path | None) -> bool:
-    return output is None or str(output) == "-"
-
-
-def _write_output(lines: Iterable[str], output: Path | None, flag: str = "--output") -> None:
-    """Write lines to stdout (``output`` None or ``-``) as they come, or to ``output`` once all
-    are done (atomically, for a regular file)."""
-    if _is_stdout(output):
-        for line in lines:
-            _stdout(line + "\n")
-        return
-    from nmt.fileio import atomic_path
-    if output.is_dir():
-        raise NmtError(f"{flag} {output}: is a directory")
-    try:
-        with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as f:
-            for line in lines:
-                f.write(line + "\n")
-    except OSError as e:
-        raise NmtError(f"{flag} {output}: cannot write ({e.strerror or e})") from None
-
-
-def _refuse_same_file(output: Path | None, flag: str, inputs: Iterable[tuple[str, Path | None]]) -> None:
-    """An output that is one of the inputs (by inode) would overwrite it: refuse before any work."""
-    from nmt.fileio import same_file
-    if _is_stdout(output):
-        return
-    for name, path in inputs:
-        if path is not None and same_file(output, path):
-            raise NmtError(f"{flag} {output} is the {name} file; writing it would overwrite "
-                           f"that input. Choose another output file")
-
-
-def _texts(args: list[str]) -> list[str]:
-    """Command-line sentences; bytes that are not UTF-8 are refused, naming the argument."""
-    for k, text in enumerate(args, start=1):
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as e:
-            bad = os.fsencode(text[e.start:e.end])
-            raise NmtError(f"argument {k} is not valid UTF-8 (byte 0x{bad[0]:02x} at character "
-                           f"{e.start + 1}); use a UTF-8 terminal, or --input FILE") from None
-    return args
-
-
 def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
     """Large inputs are decoded chunk by chunk so memory stays bounded."""
     for start in range(0, len(lines), size):
@@ -312,10 +227,10 @@ def translate(
         _at_least("--batch-size", batch_size)
         if nbest is not None and not 1 <= nbest <= beam:
             raise NmtError(f"--nbest must be between 1 and --beam ({beam}), got {nbest}")
-        _refuse_same_file(output, "--output", [("--input", input)])
-        lines = _texts(text) if text else _read_input_lines(input)
+        refuse_same_file(output, "--output", [("--input", input)])
+        lines = argument_texts(text) if text else input_lines(input)
         translator = _load_translator(checkpoint, device, beam, length_penalty, precision)
-        _write_output((line for chunk in _chunks(lines)
+        write_output((line for chunk in _chunks(lines)
                        for line in _format(translator, chunk, nbest, json_out, batch_size)), output)
 
 
@@ -363,18 +278,19 @@ def eval_(
             raise NmtError("--all-refs is for a run's own test split; with --src, pass each --ref")
         _at_least("--batch-size", batch_size)
         run = checkpoint or latest_run()
-        _refuse_same_file(hyp_out, "--hyp-out", [("--src", src), *(("--ref", r) for r in ref or []),
-                                                 ("run's test.tsv", run / "test.tsv")])
+        if hyp_out is not None:
+            refuse_same_file(hyp_out, "--hyp-out", [("--src", src), *(("--ref", r) for r in ref or []),
+                                                    *_run_inputs(run)])
         test = file_test_set(src, ref) if src is not None else run_test_set(run, all_refs)
         metrics = [m for m, on in (("bleu", bleu), ("chrf", chrf), ("ter", ter)) if on] or ["bleu"]
         translator = _load_translator(run, device, beam, length_penalty, precision)
         hyps, scores = evaluate(translator, test, metrics, batch_size)
         if hyp_out is not None:
-            _write_output(hyps, hyp_out, "--hyp-out")
+            write_output(hyps, hyp_out, "--hyp-out")
         info = {"run": str(run), "test_set": test.name, "sentences": len(test.sources),
                 "references": len(test.refs), "beam": beam, "precision": precision,
                 "length_penalty": length_penalty if beam > 1 else None}
-        _print(score_json(info, scores) if json_out else score_table(info, scores))
+        print_out(score_json(info, scores) if json_out else score_table(info, scores))
 
 
 @app.command(name="attn-plot", epilog='Example: nmt attn-plot "Tom chases Jerry." -o attn.png --show')
@@ -390,16 +306,17 @@ def attn_plot(
     """Draw the attention weights of each decoded translation as a heatmap."""
     from nmt.display import attention_table
     from nmt.inspect import attention_panels
-    from nmt.plotting import figure_format, plot_attention
+    from nmt.plotting import check_panels, figure_format, plot_attention
 
     with _user_errors():
         figure_format(output)
+        check_panels(len(text))
         translator = _load_translator(checkpoint, device, beam, length_penalty)
-        panels = attention_panels(translator, _texts(text))
+        panels = attention_panels(translator, argument_texts(text))
         plot_attention(panels, output)
         if show:
             for panel in panels:
-                _print(attention_table(panel))
+                print_out(attention_table(panel))
         err.print(f"wrote {output}", highlight=False)
 
 
@@ -417,7 +334,7 @@ def info(
 
     with _user_errors():
         card = model_card(checkpoint or latest_run())
-        _print(json.dumps(card, indent=2) if json_out else
+        print_out(json.dumps(card, indent=2) if json_out else
                key_value_table(f"nmt run {card['run']}", [(k, _fmt(v)) for k, v in card.items() if k != "run"]))
 
 
@@ -455,7 +372,6 @@ def bench(
     from nmt.bench import run_bench, translation_run
     from nmt.checkpoint import weights_file
     from nmt.config import read_run_config
-    from nmt.fileio import atomic_write_text, check_writable
     from nmt.output import bench_table
     from nmt.quantize import decoding_device
 
@@ -470,14 +386,7 @@ def bench(
                                 "hidden_size": hidden_size, "layers": layers, "vocab_size": vocab_size,
                                 "batch_size": batch_size, "device": device, "threads": threads})
         decoding_device(precision, device)  # a bad flag fails now, not after the training phase
-        json_file = None if json_stdout and json_out is None else json_out or Path("bench.json")
-        if json_file is not None and str(json_file) == "-":
-            json_file, json_stdout = None, True
-        if json_file is not None:
-            try:  # fail now, not after minutes of measuring
-                check_writable(json_file)
-            except OSError as e:
-                raise NmtError(f"--json-out {json_file}: cannot write there ({e.strerror or e})") from None
+        json_file = _bench_json_file(json_out, json_stdout)
         run = translation_run(checkpoint)
         if run is None:
             err.print("no trained run in checkpoints/: skipping the translation phases")
@@ -489,11 +398,33 @@ def bench(
         record = dataclasses.asdict(result) | {"translation_run": str(run) if run else None}
         text = json.dumps(record, indent=2)
         if json_file is not None:
-            try:
-                atomic_write_text(json_file, text + "\n")
-            except OSError as e:
-                raise NmtError(f"--json-out {json_file}: cannot write ({e.strerror or e})") from None
-        _print(text if json_stdout else bench_table(record))
+            write_output([text], json_file, "--json-out")
+        json_stdout = json_stdout or (json_out is not None and is_stdout(json_out))
+        print_out(text if json_stdout else bench_table(record))
+
+
+def _bench_json_file(json_out: Path | None, json_stdout: bool) -> Path | None:
+    """The file bench writes its JSON to (--json-out; bench.json unless --json), checked now
+    rather than after minutes of measuring; None for none or stdout."""
+    from nmt.fileio import check_writable
+
+    path = json_out if json_out is not None else None if json_stdout else Path("bench.json")
+    if path is None or is_stdout(path):
+        return None
+    try:
+        check_writable(path)
+    except OSError as e:
+        raise NmtError(f"--json-out {path}: cannot write there ({e.strerror or e})") from None
+    return path
+
+
+def _run_inputs(run: Path) -> list[tuple[str, str | Path | None]]:
+    """A run's data files by what they are: none of them may be an output."""
+    from nmt.config import read_run_config
+    data = read_run_config(run / "config.yaml").data
+    return [("run's test.tsv", run / "test.tsv"), ("run's valid.tsv", run / "valid.tsv"),
+            *((f"run's {key}", getattr(data, key)) for key in
+              ("corpus", "src_file", "tgt_file", "valid_src", "valid_tgt", "test_src", "test_tgt"))]
 
 
 def _fmt(value: Any) -> str:

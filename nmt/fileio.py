@@ -13,22 +13,25 @@ from typing import Iterator
 
 
 @contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
+def atomic_path(path: Path, keep_links: bool = False) -> Iterator[Path]:
     """Yield the path to write ``path``'s new content to.
 
     - A new or regular file: a temporary file beside it, fsynced and renamed over it on
       success, with the old file's mode (and owner, where allowed).
     - A symlink is followed: its target gets the new content, the link stays.
-    - A file with other hard links is written in full beside it first, then copied into it,
-      so every link sees the new content (only that last copy is not atomic).
-    - Anything else (``/dev/null``, ``/dev/stdout``, a FIFO) is written in place: renaming
-      over it would replace the device or pipe instead of writing to it.
+    - Anything else (a device, a FIFO), and any path under /dev or /proc (``/dev/stdout``
+      may lead to a regular file), is written in place: renaming over it would replace the
+      device, pipe or redirected file instead of writing to it.
+    - With ``keep_links`` (a user's output file), a file with other hard links is written in
+      full beside it first, then copied into it, so every link sees the new content (only
+      that last copy is not atomic). Run files keep the rename: a hard-linked snapshot of a
+      run must not change, nor be cut short by a crash.
     """
     path = Path(path)
     old = _stat(path)
     if old is not None and stat.S_ISDIR(old.st_mode):
         raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-    if old is not None and not stat.S_ISREG(old.st_mode):
+    if (old is not None and not stat.S_ISREG(old.st_mode)) or _special(path):
         yield path
         return
     target = Path(os.path.realpath(path))
@@ -36,17 +39,25 @@ def atomic_path(path: Path) -> Iterator[Path]:
     os.close(fd)
     tmp = Path(name)
     try:
-        os.chmod(tmp, stat.S_IMODE(old.st_mode) if old else 0o666 & ~_umask())
         yield tmp
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        if old is not None and old.st_nlink > 1:
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if keep_links and old is not None and old.st_nlink > 1:
             shutil.copyfile(tmp, target)  # same inode: every hard link sees it
-        else:
+        else:  # the old mode only now: a read-only one would have stopped the writes above
+            os.chmod(tmp, stat.S_IMODE(old.st_mode) if old else 0o666 & ~_umask())
             _keep_owner(tmp, old)
             os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _special(path: Path) -> bool:
+    """Paths of the kernel's own trees, such as /dev/stdout or /proc/self/fd/1."""
+    return Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",))
 
 
 def _stat(path: Path) -> os.stat_result | None:
@@ -83,16 +94,16 @@ def check_writable(path: Path) -> None:
     old = _stat(path)
     if old is not None and stat.S_ISDIR(old.st_mode):
         raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-    if old is not None and not stat.S_ISREG(old.st_mode):
+    if (old is not None and not stat.S_ISREG(old.st_mode)) or _special(path):
         return
     parent = Path(os.path.realpath(path)).parent
     with tempfile.TemporaryFile(dir=parent):
         pass
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
-    with atomic_path(path) as tmp:
+def atomic_write_text(path: Path, text: str, keep_links: bool = False) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`atomic_path`)."""
+    with atomic_path(path, keep_links) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 

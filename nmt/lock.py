@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -26,6 +27,8 @@ def run_lock(run_dir: Path) -> Iterator[None]:
     """
     path = run_dir / LOCK_FILE
     try:
+        with tempfile.TemporaryFile(dir=run_dir):  # an old lock file opens in a read-only directory too
+            pass
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as e:
         raise NmtError(f"{run_dir}: cannot write in the run directory ({e.strerror}); "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
@@ -43,14 +44,19 @@ PANEL_INCHES = (3.0, 8.0)  # each panel's smallest and largest side
 MAX_TICKS = 60  # labelled pieces per axis; longer axes label every k-th piece
 
 
+def check_panels(count: int) -> None:
+    """Refuse more sentences than one figure holds (before decoding them)."""
+    if count > MAX_PANELS:
+        raise NmtError(f"attn-plot draws at most {MAX_PANELS} sentences in one figure, got "
+                       f"{count}; plot them in groups of {MAX_PANELS} or fewer")
+
+
 def plot_attention(panels: list[AttentionPanel], path: Path) -> None:
     """Draw one heatmap per panel (source on x, target on y, colour bar), in a grid of up to
     three columns. Panel sides are capped, so no input makes a figure larger than 24 x 32
     inches (3,600 x 4,800 pixels at 150 dpi)."""
     fmt = figure_format(path)
-    if len(panels) > MAX_PANELS:
-        raise NmtError(f"attn-plot draws at most {MAX_PANELS} sentences in one figure, got "
-                       f"{len(panels)}; plot them in groups of {MAX_PANELS} or fewer")
+    check_panels(len(panels))
     plt = _pyplot()
     cols = min(GRID_COLUMNS, len(panels))
     rows = -(-len(panels) // cols)
@@ -68,15 +74,16 @@ def plot_attention(panels: list[AttentionPanel], path: Path) -> None:
         ax.set_title(_short(panel.title), fontsize=9, wrap=True)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
-    _save(fig, path, fmt)
+    _save(fig, path, fmt, keep_links=True)
 
 
 def _side(pieces: int, inches_per_piece: float) -> float:
+    """A panel side for ``pieces`` pieces along it, within PANEL_INCHES."""
     low, high = PANEL_INCHES
     return min(high, max(low, inches_per_piece * pieces + 1.5))
 
 
-def _ticks(set_ticks, labels: list[str], **style) -> None:
+def _ticks(set_ticks: Callable[..., Any], labels: list[str], **style: Any) -> None:
     """Label every piece, or every k-th one on a long axis, so labels never overlap."""
     k = -(-len(labels) // MAX_TICKS)
     positions = range(0, len(labels), k)
@@ -84,6 +91,7 @@ def _ticks(set_ticks, labels: list[str], **style) -> None:
 
 
 def _short(title: str, limit: int = 160) -> str:
+    """Each line of a panel's title cut to ``limit`` characters."""
     return "\n".join(line if len(line) <= limit else line[:limit - 1] + "…" for line in title.split("\n"))
 
 
@@ -104,10 +112,10 @@ def plot_training_curve(records: list[dict], path: Path) -> None:
     _save(fig, path, figure_format(path))
 
 
-def _save(fig, path: Path, fmt: str) -> None:
+def _save(fig: Any, path: Path, fmt: str, keep_links: bool = False) -> None:
     plt = _pyplot()
     try:
-        with atomic_path(path) as tmp:
+        with atomic_path(path, keep_links) as tmp:
             fig.savefig(tmp, format=fmt, dpi=150)
     except OSError as e:
         raise NmtError(f"{path}: cannot write figure ({e.strerror})") from None

@@ -63,7 +63,13 @@ class TrainState:
         for key, value in saved.items():
             if key not in defaults or not _fits(value, defaults[key]):
                 raise NmtError(f"{path}: damaged training state ({key}: {value!r})")
+        scaler = saved.get("scaler", {})
+        if scaler and (scaler.keys() != _SCALER_KEYS or not all(_fits(v, 0.0) for v in scaler.values())):
+            raise NmtError(f"{path}: damaged training state (scaler: {scaler!r})")
         return cls(**saved)
+
+
+_SCALER_KEYS = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"}
 
 
 def _fits(value: object, default: object) -> bool:

@@ -35,12 +35,31 @@ def test_a_symlink_is_followed_to_its_target(tmp_path):
     assert (tmp_path / "dangling").is_symlink() and (tmp_path / "created.txt").read_text() == "x\n"
 
 
-def test_hard_links_all_see_the_new_content(tmp_path):
-    path = tmp_path / "a.txt"
+def test_hard_links_see_a_users_output_but_not_a_run_file(tmp_path):
+    path = tmp_path / "out.txt"
     path.write_text("old\n")
-    os.link(path, tmp_path / "b.txt")
+    os.link(path, tmp_path / "link.txt")
+    atomic_write_text(path, "new\n", keep_links=True)  # an output file: every link sees it
+    assert (tmp_path / "link.txt").read_text() == "new\n" and same_file(path, tmp_path / "link.txt")
+    atomic_write_text(path, "newer\n")  # a run file: a hard-linked snapshot keeps its copy
+    assert path.read_text() == "newer\n" and (tmp_path / "link.txt").read_text() == "new\n"
+
+
+def test_a_read_only_file_is_replaced_and_stays_read_only(tmp_path):
+    path = tmp_path / "frozen.txt"
+    path.write_text("old\n")
+    path.chmod(0o444)
     atomic_write_text(path, "new\n")
-    assert (tmp_path / "b.txt").read_text() == "new\n" and same_file(path, tmp_path / "b.txt")
+    assert path.read_text() == "new\n" and stat.S_IMODE(path.stat().st_mode) == 0o444
+
+
+def test_a_path_through_proc_is_written_in_place(tmp_path):
+    path = tmp_path / "redirected.txt"
+    path.write_text("old\n")
+    inode = path.stat().st_ino
+    with open(path, "a") as f:  # like `nmt ... -o /dev/stdout >> redirected.txt`
+        atomic_write_text(f"/proc/self/fd/{f.fileno()}", "new\n")
+    assert path.stat().st_ino == inode and path.read_text() == "new\n"
 
 
 def test_a_fifo_or_device_is_written_in_place_not_replaced(tmp_path):
