@@ -345,11 +345,11 @@ def bench(
                                         "\\[default: all of them]")] = None,
     steps: Annotated[int, Opt(help="Timed training steps.")] = 30,
     warmup: Annotated[int, Opt(help="Untimed training steps first.")] = 5,
-    embed_size: Annotated[int, Opt(help="Embedding size.")] = 256,
-    hidden_size: Annotated[int, Opt(help="Hidden size.")] = 256,
-    layers: Annotated[int, Opt(help="GRU layers.")] = 2,
-    vocab_size: Annotated[int, Opt(help="Joint SentencePiece vocabulary size.")] = 8000,
-    batch_size: Annotated[int, Opt(help="Training sentences per batch.")] = 128,
+    embed_size: Annotated[Optional[int], Opt(help=_h("embed_size", "Embedding size."))] = None,
+    hidden_size: Annotated[Optional[int], Opt(help=_h("hidden_size", "Hidden size."))] = None,
+    layers: Annotated[Optional[int], Opt(help=_h("layers", "GRU layers."))] = None,
+    vocab_size: Annotated[Optional[int], Opt(help=_h("vocab_size", "Joint SentencePiece vocabulary size."))] = None,
+    batch_size: Annotated[Optional[int], Opt(help=_h("batch_size", "Training sentences per batch."))] = None,
     checkpoint: Annotated[Optional[Path], Opt(help="Trained run for the translation phases. "
                                               "\\[default: newest in checkpoints/, skipped if none]")] = None,
     sentences: Annotated[int, Opt(help="Test sources translated per phase.")] = 2000,
@@ -382,9 +382,10 @@ def bench(
             if value is not None:
                 _at_least(flag, value, minimum)
         _check_penalty(length_penalty)
-        cfg = build_config({}, {"corpus": str(corpus) if corpus else None, "embed_size": embed_size,
-                                "hidden_size": hidden_size, "layers": layers, "vocab_size": vocab_size,
-                                "batch_size": batch_size, "device": device, "threads": threads})
+        sizes = {"embed_size": embed_size, "hidden_size": hidden_size, "layers": layers,
+                 "vocab_size": vocab_size, "batch_size": batch_size}  # unset: nmt train's defaults
+        cfg = build_config({}, {k: v for k, v in sizes.items() if v is not None} | {
+            "corpus": str(corpus) if corpus else None, "device": device, "threads": threads})
         decoding_device(precision, device)  # a bad flag fails now, not after the training phase
         json_file = _bench_json_file(json_out, json_stdout)
         run = translation_run(checkpoint)
