@@ -44,8 +44,14 @@ def test_attention_rows_sum_to_one_over_real_source_positions():
 
 def test_unidirectional_single_layer_model_builds_and_runs():
     model = tiny_model(vocab=30, bidirectional=False, layers=1)
-    assert count_parameters(model) > 0
-    assert len(_decode(model, [[5, 6, 7]])) == 1
+    rnn = model.encoder.rnn  # one direction of the full hidden size 8, not two of 4
+    assert not rnn.bidirectional and rnn.num_layers == 1 and rnn.weight_hh_l0.shape == (3 * 8, 8)
+    both = tiny_model(vocab=30, bidirectional=True, layers=1)
+    assert count_parameters(model) - count_parameters(both) == (
+        sum(p.numel() for p in rnn.parameters()) - sum(p.numel() for p in both.encoder.rnn.parameters()))
+    hyp = _decode(model, [[5, 6, 7]])[0]  # attends over 3 pieces and the source's EOS
+    assert len(hyp.tokens) <= 12 and hyp.attention.shape[1] == 4
+    torch.testing.assert_close(hyp.attention.sum(-1), torch.ones(hyp.attention.size(0)))
 
 
 @pytest.mark.parametrize("decoder", ["input_feeding", "bahdanau"])
