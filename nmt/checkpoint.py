@@ -137,8 +137,9 @@ def read(path: Path, model: nn.Module, training: bool = False
     the file's header before any is loaded; an unexpected, missing or misshapen tensor is an
     error. Loaded weights must be finite. ``training`` also loads the optimiser and RNG state.
     """
-    specs, meta = read_header_checked(path, model)
+    specs, meta = read_header(path)
     expected = specs_of(model.state_dict(), "model.")
+    _check_specs(path, specs, expected, training_specs(model))
     if training and "rng.torch" not in specs:
         raise NmtError(f"{path}: no RNG state; not a checkpoint to resume from")
     wanted = [k for k in specs if k in expected or training]

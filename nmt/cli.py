@@ -15,7 +15,8 @@ from nmt import __version__
 from nmt.config import build_config, default_of, load_config_file
 from nmt.errors import NmtError
 from nmt.search import DEFAULT_LENGTH_PENALTY
-from nmt.streams import argument_texts, input_lines, is_stdout, print_out, refuse_same_file, write_output
+from nmt.streams import (argument_texts, checked_output, input_lines, is_stdout, print_out, refuse_same_file,
+                         run_inputs, write_output)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
                   help="nmt: train, run and inspect GRU + Bahdanau-attention translation models.")
@@ -45,12 +46,9 @@ def _user_errors() -> Iterator[None]:
     """A user's mistake becomes one clear line on stderr and exit code 1, never a traceback."""
     try:
         yield
-    except NmtError as e:
-        err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=1) from None
-    except OSError as e:  # the environment's refusal (permissions, a full disk), not a bug
-        where = f"{e.filename}: " if e.filename else ""
-        err.print(f"[bold red]error:[/] {where}{e.strerror or e}", highlight=False, soft_wrap=True)
+    except (NmtError, OSError) as e:  # an OSError: the environment's refusal (a full disk), not a bug
+        text = (f"{e.filename}: " if getattr(e, "filename", None) else "") + str(getattr(e, "strerror", None) or e)
+        err.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:  # outside the training loop, which saves and exits cleanly itself
         err.print("[bold red]interrupted[/]", highlight=False)
@@ -221,6 +219,8 @@ def translate(
     precision: PrecisionOpt = "fp32",
 ) -> None:
     """Translate sentences with a trained run: one output line per input line, in order."""
+    from nmt.output import translation_lines
+
     with _user_errors():
         if text and input is not None:
             raise NmtError("give TEXT arguments or --input FILE, not both")
@@ -231,19 +231,7 @@ def translate(
         lines = argument_texts(text) if text else input_lines(input)
         translator = _load_translator(checkpoint, device, beam, length_penalty, precision)
         write_output((line for chunk in _chunks(lines)
-                       for line in _format(translator, chunk, nbest, json_out, batch_size)), output)
-
-
-def _format(translator: Any, lines: list[str], nbest: int | None, json_out: bool,
-            batch_size: int) -> list[str]:
-    from nmt.output import format_json, format_nbest
-
-    if nbest is None and not json_out:
-        return translator.translate(lines, batch_size)
-    results = translator.nbest(lines, nbest or 1, batch_size)
-    texts = [translator.detokenize(hyps) for hyps in results]
-    return (format_json(lines, results, texts, nbest is not None) if json_out
-            else format_nbest(results, texts))
+                       for line in translation_lines(translator, chunk, nbest, json_out, batch_size)), output)
 
 
 @app.command(name="eval", epilog="Example: nmt eval --bleu --chrf --beam 5   or   "
@@ -280,7 +268,7 @@ def eval_(
         run = checkpoint or latest_run()
         if hyp_out is not None:
             refuse_same_file(hyp_out, "--hyp-out", [("--src", src), *(("--ref", r) for r in ref or []),
-                                                    *_run_inputs(run)])
+                                                    *run_inputs(run)])
         test = file_test_set(src, ref) if src is not None else run_test_set(run, all_refs)
         metrics = [m for m, on in (("bleu", bleu), ("chrf", chrf), ("ter", ter)) if on] or ["bleu"]
         translator = _load_translator(run, device, beam, length_penalty, precision)
@@ -335,7 +323,7 @@ def info(
     with _user_errors():
         card = model_card(checkpoint or latest_run())
         print_out(json.dumps(card, indent=2) if json_out else
-               key_value_table(f"nmt run {card['run']}", [(k, _fmt(v)) for k, v in card.items() if k != "run"]))
+               key_value_table(f"nmt run {card['run']}", [(k, v) for k, v in card.items() if k != "run"]))
 
 
 @app.command(epilog="Example: nmt bench --pairs 20000 --steps 30 --beam 5 --json-out bench.json")
@@ -387,7 +375,8 @@ def bench(
         cfg = build_config({}, {k: v for k, v in sizes.items() if v is not None} | {
             "corpus": str(corpus) if corpus else None, "device": device, "threads": threads})
         decoding_device(precision, device)  # a bad flag fails now, not after the training phase
-        json_file = _bench_json_file(json_out, json_stdout)
+        json_file = checked_output(json_out if json_out is not None else None if json_stdout
+                                   else Path("bench.json"), "--json-out")  # before measuring
         run = translation_run(checkpoint)
         if run is None:
             err.print("no trained run in checkpoints/: skipping the translation phases")
@@ -402,36 +391,6 @@ def bench(
             write_output([text], json_file, "--json-out")
         json_stdout = json_stdout or (json_out is not None and is_stdout(json_out))
         print_out(text if json_stdout else bench_table(record))
-
-
-def _bench_json_file(json_out: Path | None, json_stdout: bool) -> Path | None:
-    """The file bench writes its JSON to (--json-out; bench.json unless --json), checked now
-    rather than after minutes of measuring; None for none or stdout."""
-    from nmt.fileio import check_writable
-
-    path = json_out if json_out is not None else None if json_stdout else Path("bench.json")
-    if path is None or is_stdout(path):
-        return None
-    try:
-        check_writable(path)
-    except OSError as e:
-        raise NmtError(f"--json-out {path}: cannot write there ({e.strerror or e})") from None
-    return path
-
-
-def _run_inputs(run: Path) -> list[tuple[str, str | Path | None]]:
-    """A run's data files by what they are: none of them may be an output."""
-    from nmt.config import read_run_config
-    data = read_run_config(run / "config.yaml").data
-    return [("run's test.tsv", run / "test.tsv"), ("run's valid.tsv", run / "valid.tsv"),
-            *((f"run's {key}", getattr(data, key)) for key in
-              ("corpus", "src_file", "tgt_file", "valid_src", "valid_tgt", "test_src", "test_tgt"))]
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {v}" for k, v in value.items())
-    return str(value)
 
 
 def main() -> None:

@@ -36,6 +36,11 @@ class DataConfig:
     max_pieces: int = 64  # training pairs longer than this on either side are dropped
     vocab_size: int = 8000  # one joint SentencePiece vocabulary; 8k beat 2k after 20 minutes (README)
 
+    def files(self) -> dict[str, str]:
+        """The data files this config names: corpus or source/target files, given held-out sets."""
+        names = ("corpus", "src_file", "tgt_file", "valid_src", "valid_tgt", "test_src", "test_tgt")
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+
 
 @dataclass(frozen=True)
 class ModelConfig:

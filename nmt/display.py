@@ -1,6 +1,8 @@
 """Terminal renderings with rich: attention as shaded cells, score tables, model cards."""
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 from rich.text import Text
 
@@ -22,10 +24,13 @@ def attention_table(panel: AttentionPanel) -> Table:
     return table
 
 
-def key_value_table(title: str, rows: list[tuple[str, str]]) -> Table:
+def key_value_table(title: str, rows: list[tuple[str, Any]]) -> Table:
+    """One row a key; a mapping value is shown as ``key value, key value``."""
     table = Table(title=title, show_header=False)
     table.add_column(style="bold")
     table.add_column()
     for key, value in rows:
-        table.add_row(key, value)
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        table.add_row(key, str(value))
     return table

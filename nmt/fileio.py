@@ -29,9 +29,7 @@ def atomic_path(path: Path, keep_links: bool = False) -> Iterator[Path]:
     """
     path = Path(path)
     old = _stat(path)
-    if old is not None and stat.S_ISDIR(old.st_mode):
-        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-    if (old is not None and not stat.S_ISREG(old.st_mode)) or _special(path):
+    if _in_place(path, old):
         yield path
         return
     target = Path(os.path.realpath(path))
@@ -55,9 +53,13 @@ def atomic_path(path: Path, keep_links: bool = False) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def _special(path: Path) -> bool:
-    """Paths of the kernel's own trees, such as /dev/stdout or /proc/self/fd/1."""
-    return Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",))
+def _in_place(path: Path, old: os.stat_result | None) -> bool:
+    """Whether ``path`` is written in place: a device, a FIFO, or a path of the kernel's own
+    trees (/dev/stdout, /proc/self/fd/1). A directory is an error."""
+    if old is not None and stat.S_ISDIR(old.st_mode):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+    special = Path(os.path.abspath(path)).parts[1:2] in (("dev",), ("proc",))
+    return special or (old is not None and not stat.S_ISREG(old.st_mode))
 
 
 def _stat(path: Path) -> os.stat_result | None:
@@ -91,10 +93,7 @@ def same_file(a: Path, b: Path) -> bool:
 
 def check_writable(path: Path) -> None:
     """Raise OSError now if a file cannot be created at ``path``'s place, before long work."""
-    old = _stat(path)
-    if old is not None and stat.S_ISDIR(old.st_mode):
-        raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-    if (old is not None and not stat.S_ISREG(old.st_mode)) or _special(path):
+    if _in_place(path, _stat(path)):
         return
     parent = Path(os.path.realpath(path)).parent
     with tempfile.TemporaryFile(dir=parent):

@@ -7,6 +7,18 @@ from rich.table import Table
 
 from nmt.metrics import Score
 from nmt.search import Hypothesis
+from nmt.translate import Translator
+
+
+def translation_lines(translator: Translator, lines: list[str], nbest: int | None, json_out: bool,
+                      batch_size: int) -> list[str]:
+    """What ``nmt translate`` prints for ``lines``: translations, n-best lines or JSON lines."""
+    if nbest is None and not json_out:
+        return translator.translate(lines, batch_size)
+    results = translator.nbest(lines, nbest or 1, batch_size)
+    texts = [translator.detokenize(hyps) for hyps in results]
+    return (format_json(lines, results, texts, nbest is not None) if json_out
+            else format_nbest(results, texts))
 
 
 def format_nbest(results: list[list[Hypothesis]], texts: list[list[str]]) -> list[str]:

@@ -89,15 +89,10 @@ def read_corpus(cfg: DataConfig, strict: bool = False) -> tuple[list[tuple[str, 
 
 def absolute_sources(cfg: DataConfig) -> dict[str, str]:
     """The corpus paths made absolute, so a resumed run finds them from any directory."""
-    paths = {key: getattr(cfg, key) for key in _GIVEN_SETS if getattr(cfg, key) is not None}
-    if cfg.src_file is not None:
-        paths |= {"src_file": cfg.src_file, "tgt_file": cfg.tgt_file}
-    else:
+    paths = cfg.files()
+    if cfg.src_file is None:
         paths["corpus"] = str(cfg.corpus or DEFAULT_CORPUS)
     return {key: str(Path(path).resolve()) for key, path in paths.items()}
-
-
-_GIVEN_SETS = ("valid_src", "valid_tgt", "test_src", "test_tgt")
 
 
 def read_given_set(src: str, tgt: str) -> list[tuple[str, str]]:
@@ -142,10 +137,10 @@ def read_pairs(path: Path) -> list[tuple[str, str]]:
 
 
 def prepare_run_data(cfg: DataConfig, run_dir: Path, strict: bool = False,
-                     new_run: bool = True, corpus_limit: int | None = None) -> RunData:
+                     tokenizer: Tokenizer | None = None, corpus_limit: int | None = None) -> RunData:
     """Read and split the corpus; for a new run train the tokenizer and save split and model.
 
-    A resumed run (``new_run=False``) reuses the run's ``spm.model``; the split is a pure
+    A resumed run passes the run's own ``tokenizer`` (its ``spm.model``); the split is a pure
     function of the corpus, so it comes out the same. ``corpus_limit`` keeps a fixed random
     sample of that many pairs (fra.txt is sorted by length, so its head is not representative).
     """
@@ -155,14 +150,13 @@ def prepare_run_data(cfg: DataConfig, run_dir: Path, strict: bool = False,
     split = split_corpus(cfg, pairs)
     log.info("%s: %d training, %d validation, %d test pairs", report.path, len(split.train),
              len(split.valid), len(split.test))
-    if new_run:
+    if tokenizer is None:
         _write_pairs(run_dir / "valid.tsv", split.valid)
         _write_pairs(run_dir / "test.tsv", split.test)
         texts = [s for s, _ in split.train] + [t for _, t in split.train]
         tokenizer = Tokenizer.train(texts, run_dir / "spm.model", cfg.vocab_size)
     else:
         _check_same_split(run_dir, split, report.path)
-        tokenizer = Tokenizer(run_dir / "spm.model")
     train_src, train_tgt, dropped = _encode_pairs(tokenizer, split.train, cfg.max_pieces)
     if dropped:
         log.info("dropped %d training pairs longer than %d pieces", dropped, cfg.max_pieces)

@@ -109,14 +109,15 @@ def resume_run(run_dir: Path, budget: dict[str, float | int], strict: bool = Fal
         device = pick_device(config.train.device)
         configure_cpu(config.train.threads)
         path = run_dir / "last.safetensors"
-        checkpoint.check_tokenizer(Tokenizer(run_dir / "spm.model"), config.model)
+        tokenizer = Tokenizer(run_dir / "spm.model")
+        checkpoint.check_tokenizer(tokenizer, config.model)
         tensors, meta = checkpoint.read(path, checkpoint.skeleton(config.model), training=True)
         state = TrainState.restore(checkpoint.train_state(meta, path), path)
         model = build_model(config.model, PAD_ID)
         checkpoint.load_model_weights(model, tensors, path)
         optimizer = make_optimizer(model.to(device), config.train.lr, device)
         checkpoint.load_optimizer(optimizer, tensors, meta, path)
-        data = prepare_run_data(config.data, run_dir, strict, new_run=False)
+        data = prepare_run_data(config.data, run_dir, strict, tokenizer)
         trainer = Trainer(config, model, data, run_dir, device, state, optimizer)
         if state.batch_in_epoch >= len(trainer.batches_of_epoch(state.epoch)):
             raise NmtError(f"{path}: its training state does not fit the run's data")

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from nmt.corpus import read_lines, read_text_lines
 from nmt.errors import NmtError
-from nmt.fileio import atomic_path, same_file
+from nmt.fileio import atomic_path, check_writable, same_file
 
 
 def input_lines(path: Path | None) -> list[str]:
@@ -99,3 +99,23 @@ def refuse_same_file(output: Path | None, flag: str, inputs: Iterable[tuple[str,
         if path is not None and same_file(output, Path(path)):
             raise NmtError(f"{flag} {output} is the {name} file; writing it would overwrite "
                            f"that input. Choose another output file")
+
+
+def checked_output(path: Path | None, flag: str) -> Path | None:
+    """An output file, checked writable now rather than after minutes of work; None for none
+    or stdout."""
+    if path is None or is_stdout(path):
+        return None
+    try:
+        check_writable(path)
+    except OSError as e:
+        raise NmtError(f"{flag} {path}: cannot write there ({e.strerror or e})") from None
+    return path
+
+
+def run_inputs(run: Path) -> list[tuple[str, str | Path | None]]:
+    """A run's data files by what they are: none of them may be an output."""
+    from nmt.config import read_run_config
+    data = read_run_config(run / "config.yaml").data
+    return [("run's test.tsv", run / "test.tsv"), ("run's valid.tsv", run / "valid.tsv"),
+            *((f"run's {key}", path) for key, path in data.files().items())]

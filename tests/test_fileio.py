@@ -16,12 +16,13 @@ def test_a_new_file_gets_the_usual_mode_and_no_temporary_is_left(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["new.txt"]
 
 
-def test_a_replaced_file_keeps_its_mode(tmp_path):
-    path = tmp_path / "secret.txt"
+@pytest.mark.parametrize("mode", [0o600, 0o444])  # 0444: replaced all the same, still read-only
+def test_a_replaced_file_keeps_its_mode(tmp_path, mode):
+    path = tmp_path / "kept.txt"
     path.write_text("old\n")
-    path.chmod(0o600)
+    path.chmod(mode)
     atomic_write_text(path, "new\n")
-    assert path.read_text() == "new\n" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_text() == "new\n" and stat.S_IMODE(path.stat().st_mode) == mode
 
 
 def test_a_symlink_is_followed_to_its_target(tmp_path):
@@ -43,14 +44,6 @@ def test_hard_links_see_a_users_output_but_not_a_run_file(tmp_path):
     assert (tmp_path / "link.txt").read_text() == "new\n" and same_file(path, tmp_path / "link.txt")
     atomic_write_text(path, "newer\n")  # a run file: a hard-linked snapshot keeps its copy
     assert path.read_text() == "newer\n" and (tmp_path / "link.txt").read_text() == "new\n"
-
-
-def test_a_read_only_file_is_replaced_and_stays_read_only(tmp_path):
-    path = tmp_path / "frozen.txt"
-    path.write_text("old\n")
-    path.chmod(0o444)
-    atomic_write_text(path, "new\n")
-    assert path.read_text() == "new\n" and stat.S_IMODE(path.stat().st_mode) == 0o444
 
 
 def test_a_path_through_proc_is_written_in_place(tmp_path):
