@@ -1,12 +1,19 @@
-"""Attention scoring: masked softmax and Bahdanau additive attention.
+"""Attention scoring: masked softmax, Bahdanau's additive and the scaled dot-product score.
 
-Bahdanau, Cho & Bengio (2015), "Neural Machine Translation by Jointly Learning to Align and
-Translate", eq. (6): e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j), alpha = softmax(e), c_i = sum alpha h.
+- Additive: Bahdanau, Cho & Bengio (2015), "Neural Machine Translation by Jointly Learning
+  to Align and Translate", eq. (6): e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j).
+- Scaled dot product: e_ij = s_{i-1} . h_j / sqrt(d) (Vaswani et al. 2017, eq. (1)), no weights.
+
+Both give alpha = masked softmax(e) and c_i = sum_j alpha_ij h_j, and share one interface:
+:meth:`project_keys` once per source batch, then one call per decoder step.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
+
 
 
 def masked_softmax(scores: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
@@ -35,12 +42,12 @@ class _AdditiveScores(torch.autograd.Function):
     def forward(ctx, query: torch.Tensor, proj_keys: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         query, v = query.to(proj_keys.dtype), v.to(proj_keys.dtype)  # one dtype under autocast
         ctx.save_for_backward(query, proj_keys, v)
-        return (_sigmoid_twice(query, proj_keys) @ v).mul_(2).sub_(v.sum())  # (batch, src_len)
+        return (sigmoid_2x(proj_keys, query) @ v).mul_(2).sub_(v.sum())  # (batch, src_len)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         query, proj_keys, v = ctx.saved_tensors
-        s = _sigmoid_twice(query, proj_keys)  # (batch, src_len, attn)
+        s = sigmoid_2x(proj_keys, query)  # (batch, src_len, attn)
         grad = grad.to(s.dtype)
         grad_v = (grad.reshape(1, -1) @ s.view(-1, s.size(2))).squeeze(0).mul_(2).sub_(grad.sum())
         # d/dx [2σ(2x) - 1] = 4σ(2x)(1 - σ(2x))
@@ -48,9 +55,17 @@ class _AdditiveScores(torch.autograd.Function):
         return grad_pre.sum(1), grad_pre, grad_v
 
 
-def _sigmoid_twice(query: torch.Tensor, proj_keys: torch.Tensor) -> torch.Tensor:
-    """σ(2(q + U h)), shape (batch, src_len, attn), in a fresh tensor."""
-    return torch.add(proj_keys, query.unsqueeze(1)).mul_(2).sigmoid_()
+def sigmoid_2x(keys: torch.Tensor, query: torch.Tensor, doubled: bool = False) -> torch.Tensor:
+    """σ(2(U h + q)) = (1 + tanh(U h + q)) / 2, the fast paths' form of additive attention's
+    activation, in a fresh tensor.
+
+    :param keys: U h, shape (batch, src_len, attn); 2 U h if ``doubled`` (saves a pass per step)
+    :param query: W_a s, shape (batch, attn)
+    :return: shape (batch, src_len, attn)
+    """
+    if doubled:
+        return torch.add(keys, query.unsqueeze(1), alpha=2).sigmoid_()
+    return torch.add(keys, query.unsqueeze(1)).mul_(2).sigmoid_()
 
 
 class AdditiveAttention(nn.Module):
@@ -62,6 +77,8 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, key_size: int, query_size: int, attn_size: int) -> None:
         super().__init__()
+        self.kernels = "fast"  # see nmt.kernels
+        self.keep_float = ("score",)  # v is read as a vector, never called: int8 keeps it
         self.key_proj = nn.Linear(key_size, attn_size, bias=False)  # U_a
         self.query_proj = nn.Linear(query_size, attn_size, bias=False)  # W_a
         self.score = nn.Linear(attn_size, 1, bias=False)  # v_a
@@ -87,8 +104,43 @@ class AdditiveAttention(nn.Module):
         :return: context, shape (batch, value_size); weights, shape (batch, src_len)
         """
         assert query.dim() == 2 and proj_keys.shape[:2] == values.shape[:2] == src_mask.shape
-        scores = _AdditiveScores.apply(self.query_proj(query), proj_keys,
-                                       self.score.weight.squeeze(0))  # (batch, src_len)
+        v = self.score.weight.squeeze(0)  # (attn,)
+        if self.kernels == "fast":
+            scores = _AdditiveScores.apply(self.query_proj(query), proj_keys, v)  # (batch, src_len)
+        else:
+            scores = torch.tanh(proj_keys + self.query_proj(query).unsqueeze(1)) @ v
         weights = masked_softmax(scores, src_mask)  # (batch, src_len)
         context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # (batch, value_size)
         return context, weights
+
+
+class DotProductAttention(nn.Module):
+    """Scaled dot-product scoring of the decoder state against the encoder outputs:
+    e_ij = s . h_j / sqrt(d), parameter-free, so query and keys share the hidden size d."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.scale = 1 / math.sqrt(hidden_size)
+
+    def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """:param keys: shape (batch, src_len, hidden) :return: h / sqrt(d), the same shape"""
+        return keys * self.scale
+
+    def forward(self, query: torch.Tensor, proj_keys: torch.Tensor, values: torch.Tensor,
+                src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """As :meth:`AdditiveAttention.forward`; ``proj_keys`` from :meth:`project_keys`."""
+        assert query.dim() == 2 and proj_keys.shape[:2] == values.shape[:2] == src_mask.shape
+        scores = torch.bmm(proj_keys, query.unsqueeze(2)).squeeze(2)  # (batch, src_len)
+        weights = masked_softmax(scores, src_mask)
+        context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # (batch, value_size)
+        return context, weights
+
+
+ATTENTIONS = ("additive", "dot")
+
+
+def make_attention(kind: str, hidden_size: int) -> nn.Module:
+    """The scoring ``kind`` (one of :data:`ATTENTIONS`) over states and keys of ``hidden_size``."""
+    if kind == "dot":
+        return DotProductAttention(hidden_size)
+    return AdditiveAttention(hidden_size, hidden_size, hidden_size)

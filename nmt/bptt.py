@@ -23,7 +23,8 @@ from typing import NamedTuple
 
 import torch
 
-from nmt.attention import masked_softmax
+from nmt.attention import masked_softmax, sigmoid_2x
+from nmt.gru_cell import gru_cell, gru_cell_backward
 
 
 def teacher_forced(embed_gates: torch.Tensor, hidden: torch.Tensor, feed: torch.Tensor,
@@ -88,8 +89,8 @@ class _TeacherForced(torch.autograd.Function):
                 x_gates = torch.addmm(embed_gates[:, t] if layer == 0 else b_in[layer], x, w_in[layer].t())
                 h_gates = (top_gates if layer == layers - 1
                            else torch.addmm(b_hh[layer], states[layer][t], w_hh[layer].t()))
-                _cell(x_gates, h_gates, states[layer][t], states[layer][t + 1],
-                      gates[layer][t], cands[layer][t], h_cands[layer][t])
+                gru_cell(x_gates, h_gates, states[layer][t], (states[layer][t + 1], gates[layer][t],
+                                                              cands[layer][t], h_cands[layer][t]))
                 below = states[layer][t + 1]
             query, out_state, top_gates = torch.addmm(top_b, below, top_w.t()).split(
                 [w_query.size(0), size, 3 * size], dim=1)
@@ -135,7 +136,7 @@ class _TeacherForced(torch.autograd.Function):
             d_alpha = (memory * d_context.unsqueeze(1)).sum(2)  # bmm's own backward is 5x slower
             d_memory.addcmul_(alpha.unsqueeze(2), d_context.unsqueeze(1))
             d_score = d_alpha.sub_((alpha * d_alpha).sum(1, keepdim=True)).mul_(alpha)
-            s = torch.add(keys2, queries[t].unsqueeze(1), alpha=2).sigmoid_()  # recomputed: memory
+            s = sigmoid_2x(keys2, queries[t], doubled=True)  # recomputed: memory
             d_v.addmv_(s.view(-1, attn).t(), d_score.view(-1))
             d_score_sum += d_score.sum()
             slope = s.addcmul_(s, s, value=-1)  # s (1 - s): σ's slope, (batch, src_len, attn)
@@ -145,7 +146,7 @@ class _TeacherForced(torch.autograd.Function):
             for layer in reversed(range(layers)):
                 top = layer == layers - 1
                 d_gates_h = d_top[t, :, attn + size:] if top else d_rec[layer][t]
-                d_direct = _cell_backward(d_h, states[layer][t], gates[layer][t], cands[layer][t],
+                d_direct = gru_cell_backward(d_h, states[layer][t], gates[layer][t], cands[layer][t],
                                           h_cands[layer][t], d_in[layer][t], d_gates_h)
                 d_states[layer] = d_direct if top else torch.addmm(d_direct, d_gates_h, w_hh[layer])
                 d_x = d_in[layer][t] @ w_in[layer]
@@ -233,8 +234,8 @@ class _PackedGRU(torch.autograd.Function):
                 h = out[:, offsets[t - 1]:offsets[t - 1] + n] if t else None
                 h_gates = (torch.baddbmm(b_hh.unsqueeze(1), h, w_hh.transpose(1, 2)) if t
                            else b_hh.unsqueeze(1).expand(directions, n, 3 * size))
-                _cell(x_gates[:, rows], h_gates, h, out[:, rows], gates[:, rows], cands[:, rows],
-                      h_cands[:, rows])
+                gru_cell(x_gates[:, rows], h_gates, h,
+                         (out[:, rows], gates[:, rows], cands[:, rows], h_cands[:, rows]))
             inputs.append(inp)
             saved += [gates, cands, h_cands]
         ctx.save_for_backward(rev, prev, layer_masks, outputs, *cells, *inputs, *saved)
@@ -262,7 +263,7 @@ class _PackedGRU(torch.autograd.Function):
                 rows = slice(offsets[t], offsets[t] + n)
                 d_h = d_out[:, rows].add_(carry[:, :n])
                 h = out[:, offsets[t - 1]:offsets[t - 1] + n] if t else None
-                d_direct = _cell_backward(d_h, h, gates[:, rows], cands[:, rows], h_cands[:, rows],
+                d_direct = gru_cell_backward(d_h, h, gates[:, rows], cands[:, rows], h_cands[:, rows],
                                           d_x_gates[:, rows], d_h_gates[:, rows])
                 if t:
                     torch.baddbmm(d_direct, d_h_gates[:, rows], w_hh, out=carry[:, :n])
@@ -340,41 +341,5 @@ def _attention(keys2: torch.Tensor, query: torch.Tensor, v: torch.Tensor, v_sum:
                src_mask: torch.Tensor) -> torch.Tensor:
     """Additive attention's weights, shape (batch, src_len), as ``_AdditiveScores`` computes
     them: v·tanh(x) = 2 σ(2x)·v - Σv; ``keys2`` is 2 U_a h."""
-    s = torch.add(keys2, query.unsqueeze(1), alpha=2).sigmoid_()
+    s = sigmoid_2x(keys2, query, doubled=True)
     return masked_softmax((s @ v).mul_(2).sub_(v_sum), src_mask)
-
-
-def _cell(x_gates, h_gates, h, h_out, gates_out, cand_out, h_cand_out) -> None:
-    """``nn.GRU``'s cell, writing h' and what the backward reads into the ``*_out`` buffers.
-
-    x_gates, h_gates: W_i x + b_i and W_h h + b_h, shape (..., rows, 3*hidden), gates in
-    PyTorch's order (reset, update, new); h: shape (..., rows, hidden), or None for zeros."""
-    size = h_cand_out.size(-1)
-    torch.add(x_gates[..., :2 * size], h_gates[..., :2 * size], out=gates_out).sigmoid_()
-    h_cand_out.copy_(h_gates[..., 2 * size:])
-    torch.addcmul(x_gates[..., 2 * size:], gates_out[..., :size], h_cand_out, out=cand_out).tanh_()
-    if h is None:
-        torch.addcmul(cand_out, gates_out[..., size:], cand_out, value=-1, out=h_out)
-    else:
-        torch.addcmul(cand_out, gates_out[..., size:], h - cand_out, out=h_out)
-
-
-def _cell_backward(d_h, h, gates, cand, h_cand, d_x_out, d_h_out) -> torch.Tensor:
-    """Gradients of :func:`_cell` for h' = n + z (h - n): those of W_i x + b_i into
-    ``d_x_out`` and of W_h h + b_h into ``d_h_out`` (..., rows, 3*hidden); returns d h' · z,
-    the part of h's gradient that skips the matmul. h None means zeros."""
-    size = cand.size(-1)
-    reset, update = gates[..., :size], gates[..., size:]
-    d_direct = d_h * update
-    d_cand = d_h - d_direct
-    d_new = d_x_out[..., 2 * size:]  # of the new gate's pre-activation
-    torch.addcmul(d_cand, d_cand * cand, cand, value=-1, out=d_new)
-    torch.mul(d_new, h_cand, out=d_x_out[..., :size])
-    if h is None:
-        torch.mul(d_h, cand, out=d_x_out[..., size:2 * size]).neg_()
-    else:
-        torch.mul(d_h, h - cand, out=d_x_out[..., size:2 * size])
-    d_x_out[..., :2 * size].mul_(torch.addcmul(gates, gates, gates, value=-1))
-    d_h_out[..., :2 * size] = d_x_out[..., :2 * size]
-    torch.mul(d_new, reset, out=d_h_out[..., 2 * size:])
-    return d_direct

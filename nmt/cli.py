@@ -110,6 +110,10 @@ def train(
                                                  rich_help_panel="Model")] = None,
     dropout: Annotated[Optional[float], Opt(help=_h("dropout", "Dropout probability."),
                                             rich_help_panel="Model")] = None,
+    decoder: Annotated[Optional[str], Opt(help=_h("decoder", "input_feeding (Luong et al., OpenNMT-py's) "
+                                                  "or bahdanau (d2l.ai's)."), rich_help_panel="Model")] = None,
+    attention: Annotated[Optional[str], Opt(help=_h("attention", "Scoring: additive (Bahdanau's) or dot "
+                                                    "(scaled dot product)."), rich_help_panel="Model")] = None,
     epochs: Annotated[Optional[int], Opt(help="Most epochs. \\[default: 10, or no limit when --max-steps or "
                                          "--max-minutes is given]", rich_help_panel="Budget")] = None,
     max_steps: Annotated[Optional[int], Opt(help="Most optimiser steps in total.",
@@ -137,6 +141,8 @@ def train(
     seed: Annotated[Optional[int], Opt(help=_h("seed", "Random seed."))] = None,
     device: Annotated[Optional[str], Opt(help=_h("device", "auto, cpu, cuda, cuda:N or mps."))] = None,
     threads: Annotated[Optional[int], Opt(help=_h("threads", "CPU threads (0: one per core)."))] = None,
+    kernels: Annotated[Optional[str], Opt(help=_h("kernels", "fast, or reference: plain PyTorch "
+                                                  "without the hand-written CPU paths."))] = None,
     run_dir: Annotated[Optional[Path], Opt(help="Run directory. \\[default: checkpoints/<timestamp>]")] = None,
     resume: Annotated[Optional[Path], Opt(help="Continue this run from its last checkpoint; only "
                                           "--epochs/--max-steps/--max-minutes may change.")] = None,
@@ -176,9 +182,10 @@ def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
 
 
 def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
-                     length_penalty: float = 0.0, precision: str = "fp32") -> Any:
+                     length_penalty: float = 0.0, precision: str = "fp32", kernels: str = "fast") -> Any:
     from nmt.checkpoint import latest_run
     from nmt.devices import configure_cpu
+    from nmt.kernels import use_kernels
     from nmt.quantize import decoding_device, load_for_decoding
     from nmt.translate import Translator
 
@@ -189,7 +196,7 @@ def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
     run = checkpoint or latest_run()
     dev, model, tokenizer = load_for_decoding(run, precision, device)
     logging.getLogger(__name__).debug("decoding with %s on %s", run, dev)
-    return Translator(model, tokenizer, dev, beam=beam, length_penalty=length_penalty)
+    return Translator(use_kernels(model, kernels), tokenizer, dev, beam=beam, length_penalty=length_penalty)
 
 
 CheckpointOpt = Annotated[Optional[Path], Opt(help="Run directory. \\[default: newest in checkpoints/]")]
@@ -199,6 +206,8 @@ BeamOpt = Annotated[int, Opt(help="Beam size; 1 is greedy search.")]
 PenaltyOpt = Annotated[float, Opt(help="GNMT length-penalty alpha for beam search (0: none).")]
 PrecisionOpt = Annotated[str, Opt(help="fp32, or int8: int8 weights for the GRUs and linear layers "
                                   "(CPU only; faster, BLEU within 0.2 in the README).")]
+KernelsOpt = Annotated[str, Opt(help="fast, or reference: plain PyTorch search without the certified "
+                                "int8 argmax and block-wise top-k (the same output).")]
 
 
 @app.command(epilog='Example: nmt translate "Tom chases Jerry."   or   '
@@ -217,6 +226,7 @@ def translate(
     batch_size: BatchOpt = 64,
     device: DeviceOpt = "auto",
     precision: PrecisionOpt = "fp32",
+    kernels: KernelsOpt = "fast",
 ) -> None:
     """Translate sentences with a trained run: one output line per input line, in order."""
     from nmt.output import translation_lines
@@ -229,7 +239,7 @@ def translate(
             raise NmtError(f"--nbest must be between 1 and --beam ({beam}), got {nbest}")
         refuse_same_file(output, "--output", [("--input", input)])
         lines = argument_texts(text) if text else input_lines(input)
-        translator = _load_translator(checkpoint, device, beam, length_penalty, precision)
+        translator = _load_translator(checkpoint, device, beam, length_penalty, precision, kernels)
         write_output((line for chunk in _chunks(lines)
                        for line in translation_lines(translator, chunk, nbest, json_out, batch_size)), output)
 
@@ -253,6 +263,7 @@ def eval_(
     batch_size: BatchOpt = 64,
     device: DeviceOpt = "auto",
     precision: PrecisionOpt = "fp32",
+    kernels: KernelsOpt = "fast",
 ) -> None:
     """Score a run with sacrebleu (detokenised output against raw references)."""
     from nmt.checkpoint import latest_run
@@ -271,7 +282,7 @@ def eval_(
                                                     *run_inputs(run)])
         test = file_test_set(src, ref) if src is not None else run_test_set(run, all_refs)
         metrics = [m for m, on in (("bleu", bleu), ("chrf", chrf), ("ter", ter)) if on] or ["bleu"]
-        translator = _load_translator(run, device, beam, length_penalty, precision)
+        translator = _load_translator(run, device, beam, length_penalty, precision, kernels)
         hyps, scores = evaluate(translator, test, metrics, batch_size)
         if hyp_out is not None:
             write_output(hyps, hyp_out, "--hyp-out")

@@ -52,6 +52,7 @@ class ModelConfig:
     bidirectional: bool = True  # each direction gets hidden_size // 2 units, concatenated
     dropout: float = 0.2
     decoder: str = "input_feeding"  # or "bahdanau" (d2l.ai's); see nmt/decoders.py
+    attention: str = "additive"  # or "dot" (scaled dot product); see nmt/attention.py
     init_range: float = 0.1  # weights start uniform in +-init_range; 0: PyTorch's defaults
     vocab: int = 0  # pieces in the trained tokenizer; set by nmt train, not by the user
     source_pieces: int = 0  # pieces with encoder rows (those in training sources, and specials)
@@ -82,6 +83,7 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"
     threads: int = 0  # 0 = one per CPU core
+    kernels: str = "fast"  # or "reference": plain PyTorch, no hand-written paths (nmt/kernels.py)
 
 
     @property
@@ -138,6 +140,8 @@ class RunConfig:
         _check(0 <= m.dropout < 1, f"dropout must be in [0, 1), got {m.dropout}")
         _check(m.decoder in ("input_feeding", "bahdanau"),
                f"decoder must be input_feeding or bahdanau, got {m.decoder!r}")
+        _check(m.attention in ("additive", "dot"),
+               f"attention must be additive or dot, got {m.attention!r}")
         _check(m.init_range >= 0, f"init_range must be >= 0, got {m.init_range}")
         for name in ("source_pieces", "target_pieces"):
             _check(0 <= getattr(m, name) <= m.vocab or not m.vocab,
@@ -157,6 +161,7 @@ class RunConfig:
         _check(t.valid_bleu_size >= 1, f"valid_bleu_size must be >= 1, got {t.valid_bleu_size}")
         _check(t.patience >= 0, f"patience must be >= 0, got {t.patience}")
         _check(t.threads >= 0, f"threads must be >= 0, got {t.threads}")
+        _check(t.kernels in ("fast", "reference"), f"kernels must be fast or reference, got {t.kernels!r}")
 
 
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}

@@ -1,6 +1,7 @@
-"""GRU decoders with additive attention, stepped one piece at a time (state explicit).
+"""GRU decoders with attention, stepped one piece at a time (state explicit).
 
-Two wirings of the same parts (embeddings, Bahdanau's additive attention, a stacked GRU):
+Two wirings of the same parts (embeddings, attention (additive or scaled dot-product, see
+:mod:`nmt.attention`), a stacked GRU):
 
 - :class:`BahdanauDecoder` is d2l.ai's ``Seq2SeqAttentionDecoder``: attend with s_{i-1},
   feed [c_i; embed(y_{i-1})] to the GRU, and the generator reads s_i.
@@ -9,11 +10,12 @@ Two wirings of the same parts (embeddings, Bahdanau's additive attention, a stac
   generator reads h~_i = tanh(W_c [c_i; s_i]). The query knows y_{i-1}, and the output sees
   the context directly.
 
-In teacher forcing both run the GRU cell by cell on ``self.rnn``'s own weights so that the
-embedding part of layer 1's input projection, which does not depend on earlier steps, is one
-matmul for all steps rather than one per step; :meth:`step` is the same function. The
-input-feeding decoder's teacher-forced pass has a hand-written backward (:mod:`nmt.bptt`)
-outside autocast; its unrolled autograd form serves under autocast and as the reference.
+With ``kernels`` ``fast`` (:mod:`nmt.kernels`) teacher forcing runs the GRU cell by cell
+(:func:`nmt.gru_cell.gru_cell`) on ``self.rnn``'s own weights, so that the embedding part of
+layer 1's input projection, which does not depend on earlier steps, is one matmul for all
+steps rather than one per step; on CPU the input-feeding decoder with additive attention runs
+that with a hand-written backward (:mod:`nmt.bptt`). With ``reference`` it is :meth:`step`
+once per target position, as decoding runs, under autograd.
 """
 from __future__ import annotations
 
@@ -23,9 +25,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.attention import AdditiveAttention
+from nmt.attention import AdditiveAttention, make_attention
 from nmt.bptt import teacher_forced
 from nmt.dropout import Dropout, dropout, dropout_mask
+from nmt.gru_cell import gru_cell
+from nmt.kernels import bptt_runs
 from nmt.pieces import PieceEmbedding, PieceMap
 
 
@@ -63,11 +67,14 @@ class _AttentionGRUDecoder(nn.Module):
     """The shared parts; subclasses wire them in :meth:`_step` and :meth:`forward`."""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, layers: int,
-                 dropout: float, pad_id: int, pieces: PieceMap | None = None) -> None:
-        """``pieces``: the target pieces with embedding rows; every piece if None."""
+                 dropout: float, pad_id: int, pieces: PieceMap | None = None,
+                 attention: str = "additive") -> None:
+        """``pieces``: the target pieces with embedding rows; every piece if None.
+        ``attention``: the scoring, ``additive`` or ``dot``."""
         super().__init__()
+        self.kernels = "fast"  # see nmt.kernels
         self.embedding = PieceEmbedding(vocab_size, embed_size, pad_id, pieces)
-        self.attention = AdditiveAttention(hidden_size, hidden_size, hidden_size)
+        self.attention = make_attention(attention, hidden_size)
         self.dropout = Dropout(dropout)
         self.rnn = nn.GRU(hidden_size + embed_size, hidden_size, num_layers=layers,
                           batch_first=True, dropout=dropout if layers > 1 else 0.0)
@@ -93,6 +100,32 @@ class _AttentionGRUDecoder(nn.Module):
     def _step(self, embedded: torch.Tensor, state: DecoderState
               ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         raise NotImplementedError
+
+    def forward(self, tgt_in: torch.Tensor, state: DecoderState
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced decoding of a whole target batch.
+
+        :param tgt_in: BOS-prefixed target ids, shape (batch, tgt_len)
+        :return: what the generator reads, shape (batch, tgt_len, hidden);
+            attention, shape (batch, tgt_len, src_len)
+        """
+        if self.kernels == "reference":
+            return self._stepped(tgt_in, state)
+        return self._teacher_forced(tgt_in, state)
+
+    def _teacher_forced(self, tgt_in: torch.Tensor, state: DecoderState
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+    def _stepped(self, tgt_in: torch.Tensor, state: DecoderState
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` as :meth:`step` once per position: the reference path."""
+        outputs, weights = [], []
+        for prev in tgt_in.unbind(1):
+            out, state, w = self.step(prev, state)
+            outputs.append(out)
+            weights.append(w)
+        return torch.stack(outputs, dim=1), torch.stack(weights, dim=1)
 
     def _attend(self, query: torch.Tensor, state: DecoderState) -> tuple[torch.Tensor, torch.Tensor]:
         """:return: context, shape (batch, hidden); weights, shape (batch, src_len)"""
@@ -120,8 +153,9 @@ class _AttentionGRUDecoder(nn.Module):
                          else hidden[layer - 1] * masks[layer - 1])
                 gates = F.linear(below, getattr(rnn, f"weight_ih_l{layer}"),
                                  getattr(rnn, f"bias_ih_l{layer}"))
-            hidden[layer] = _gru_cell(gates, hidden[layer], getattr(rnn, f"weight_hh_l{layer}"),
-                                      getattr(rnn, f"bias_hh_l{layer}"))
+            h_gates = F.linear(hidden[layer], getattr(rnn, f"weight_hh_l{layer}"),
+                               getattr(rnn, f"bias_hh_l{layer}"))
+            hidden[layer] = gru_cell(gates, h_gates, hidden[layer])
         return hidden[-1]
 
 
@@ -136,13 +170,8 @@ class BahdanauDecoder(_AttentionGRUDecoder):
         output, hidden = self.rnn(rnn_in, state.hidden)
         return output.squeeze(1), state._replace(hidden=hidden), weights
 
-    def forward(self, tgt_in: torch.Tensor, state: DecoderState
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Teacher-forced decoding of a whole target batch.
-
-        :param tgt_in: BOS-prefixed target ids, shape (batch, tgt_len)
-        :return: outputs, shape (batch, tgt_len, hidden); attention, shape (batch, tgt_len, src_len)
-        """
+    def _teacher_forced(self, tgt_in: torch.Tensor, state: DecoderState
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
         size = self.rnn.hidden_size
         embed_gates = self._embed_gates(tgt_in, slice(size, None))
         w_context = self.rnn.weight_ih_l0[:, :size]
@@ -160,8 +189,9 @@ class InputFeedingDecoder(_AttentionGRUDecoder):
     h~_i = tanh(W_c [c_i; s_i]); the generator reads h~_i and the next step is fed it."""
 
     def __init__(self, vocab_size: int, embed_size: int, hidden_size: int, layers: int,
-                 dropout: float, pad_id: int, pieces: PieceMap | None = None) -> None:
-        super().__init__(vocab_size, embed_size, hidden_size, layers, dropout, pad_id, pieces)
+                 dropout: float, pad_id: int, pieces: PieceMap | None = None,
+                 attention: str = "additive") -> None:
+        super().__init__(vocab_size, embed_size, hidden_size, layers, dropout, pad_id, pieces, attention)
         self.output_layer = nn.Linear(2 * hidden_size, hidden_size)  # W_c, Luong et al. eq. (5)
 
     def _attentional(self, top: torch.Tensor, state: DecoderState
@@ -178,18 +208,14 @@ class InputFeedingDecoder(_AttentionGRUDecoder):
         out, weights = self._attentional(output.squeeze(1), state)
         return out, state._replace(feed=out), weights
 
-    def forward(self, tgt_in: torch.Tensor, state: DecoderState
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Teacher-forced decoding of a whole target batch: by :mod:`nmt.bptt`'s hand-written
-        backward, or unrolled for autograd under autocast (CUDA's float16).
-
-        :param tgt_in: BOS-prefixed target ids, shape (batch, tgt_len)
-        :return: outputs h~, shape (batch, tgt_len, hidden); attention, shape (batch, tgt_len, src_len)
-        """
+    def _teacher_forced(self, tgt_in: torch.Tensor, state: DecoderState
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+        """By :mod:`nmt.bptt`'s hand-written backward, or unrolled for autograd (off CPU,
+        under autocast, with dot-product attention)."""
         embed_size = self.embedding.embedding_dim
         embed_gates = self._embed_gates(tgt_in, slice(None, embed_size))
         feed_masks, layer_masks = self._dropout_masks(embed_gates)
-        if torch.is_autocast_enabled(embed_gates.device.type):
+        if not (bptt_runs(self.kernels, embed_gates) and isinstance(self.attention, AdditiveAttention)):
             return self._unrolled(embed_gates, state, feed_masks, layer_masks)
         rnn = self.rnn
         cells = [(rnn.weight_ih_l0[:, embed_size:], None, rnn.weight_hh_l0, rnn.bias_hh_l0)]
@@ -233,15 +259,3 @@ class InputFeedingDecoder(_AttentionGRUDecoder):
 
 DECODERS = {"input_feeding": InputFeedingDecoder, "bahdanau": BahdanauDecoder}
 
-
-def _gru_cell(input_gates: torch.Tensor, h: torch.Tensor, w_hh: torch.Tensor,
-              b_hh: torch.Tensor) -> torch.Tensor:
-    """``nn.GRU``'s cell given its input projection W_i x + b_i, shape (batch, 3*hidden),
-    gates in PyTorch's order (reset, update, new); h: shape (batch, hidden)."""
-    size = h.size(1)
-    # split, not slicing: a slice's backward writes into a zero-filled full-width gradient.
-    in_ru, in_new = input_gates.split([2 * size, size], dim=1)
-    h_ru, h_new = F.linear(h, w_hh, b_hh).split([2 * size, size], dim=1)
-    reset, update = torch.sigmoid(in_ru + h_ru).chunk(2, 1)
-    new = torch.tanh(in_new + reset * h_new)
-    return new + update * (h - new)

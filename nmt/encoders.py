@@ -1,7 +1,8 @@
 """The recurrent encoder: embeddings and a multi-layer (optionally bidirectional) GRU.
 
-In CPU training the GRU runs as :func:`nmt.bptt.packed_gru` on ``nn.GRU``'s own weights
-(a hand-written backward); elsewhere as ``nn.GRU`` itself (cuDNN on CUDA).
+In CPU training with ``kernels`` ``fast`` (:mod:`nmt.kernels`) the GRU runs as
+:func:`nmt.bptt.packed_gru` on ``nn.GRU``'s own weights (a hand-written backward); elsewhere
+as ``nn.GRU`` itself (cuDNN on CUDA).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.bptt import Packing, packed_gru
 from nmt.dropout import Dropout, dropout_mask
+from nmt.kernels import bptt_runs
 from nmt.pieces import PieceEmbedding, PieceMap
 
 
@@ -21,6 +23,7 @@ class GRUEncoder(nn.Module):
                  bidirectional: bool, dropout: float, pad_id: int, pieces: PieceMap | None = None) -> None:
         """``pieces``: the source pieces with embedding rows; every piece if None."""
         super().__init__()
+        self.kernels = "fast"  # see nmt.kernels
         self.layers = layers
         self.bidirectional = bidirectional
         self.embedding = PieceEmbedding(vocab_size, embed_size, pad_id, pieces)
@@ -40,8 +43,7 @@ class GRUEncoder(nn.Module):
         """
         assert src.dim() == 2 and src_len.shape == src.shape[:1]
         embedded = self.dropout(self.embedding(src))  # (batch, src_len, embed)
-        if (embedded.device.type == "cpu" and torch.is_grad_enabled()
-                and not torch.is_autocast_enabled("cpu")):
+        if bptt_runs(self.kernels, embedded) and torch.is_grad_enabled():
             return self._by_hand(embedded, src_len)
         packed = pack_padded_sequence(embedded, src_len.cpu(), batch_first=True,
                                       enforce_sorted=False)
@@ -57,7 +59,7 @@ class GRUEncoder(nn.Module):
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`forward`'s GRU on ``self.rnn``'s weights with :func:`nmt.bptt.packed_gru`'s
         hand-written backward (CPU training, where autograd's per-step nodes cost more than
-        the arithmetic); ``nn.GRU`` elsewhere (cuDNN on CUDA)."""
+        the arithmetic)."""
         batch, steps, _ = embedded.shape
         packing = Packing.of(src_len.to(embedded.device), steps)
         rnn, suffixes = self.rnn, ["", "_reverse"] if self.bidirectional else [""]

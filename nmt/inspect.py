@@ -70,7 +70,8 @@ def model_card(run_dir: Path) -> dict[str, Any]:
     return {
         "run": str(run_dir),
         "architecture": (f"{m.layers}-layer {'bi' if m.bidirectional else 'uni'}directional GRU "
-                         f"encoder, {m.layers}-layer GRU decoder with additive attention, "
+                         f"encoder, {m.layers}-layer GRU decoder with "
+                         f"{'additive' if m.attention == 'additive' else 'scaled dot-product'} attention, "
                          + ("input feeding (Luong)" if m.decoder == "input_feeding" else "Bahdanau (d2l)")),
         "sizes": {"embed": m.embed_size, "hidden": m.hidden_size, "dropout": m.dropout},
         "parameters": n_params,

@@ -8,6 +8,7 @@ is most of a training step's memory traffic (see ``nmt bench``).
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nmt.batching import Batch
@@ -105,7 +106,8 @@ def _exp_is_safe(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> b
 
 def masked_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: torch.Tensor,
                          tgt_mask: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
-    """Summed token cross-entropy; the generator runs once over the real positions alone.
+    """Summed token cross-entropy; the generator runs once over the real positions alone,
+    fused with the loss unless its ``kernels`` is ``reference`` (:mod:`nmt.kernels`).
 
     :param outputs: decoder outputs, shape (batch, tgt_len, hidden)
     :param tgt_out: gold next tokens, shape (batch, tgt_len)
@@ -113,8 +115,12 @@ def masked_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: t
     :return: scalar sum over real tokens; divide by ``tgt_mask.sum()`` for the mean
     """
     real = generator.dropout(outputs[tgt_mask])  # (n_tokens, hidden)
-    return _ProjectedSmoothedCE.apply(real, generator.proj.weight, generator.proj.bias,
-                                      generator.positions(tgt_out[tgt_mask]), label_smoothing)
+    gold = generator.positions(tgt_out[tgt_mask])  # (n_tokens,)
+    if generator.kernels == "reference":
+        return F.cross_entropy(generator.proj(real).float(), gold, reduction="sum",
+                               label_smoothing=label_smoothing)
+    return _ProjectedSmoothedCE.apply(real, generator.proj.weight, generator.proj.bias, gold,
+                                      label_smoothing)
 
 
 def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:

@@ -23,6 +23,7 @@ class Generator(nn.Module):
     def __init__(self, hidden_size: int, vocab_size: int, dropout: float,
                  pieces: PieceMap | None = None) -> None:
         super().__init__()
+        self.kernels = "fast"  # see nmt.kernels: the loss fuses the projection when fast
         self.dropout = Dropout(dropout)
         self.pieces = pieces
         self.proj = nn.Linear(hidden_size, len(pieces) if pieces is not None else vocab_size)
@@ -41,10 +42,11 @@ class Generator(nn.Module):
 
 
 class Seq2Seq(nn.Module):
-    """GRU encoder + Bahdanau-attention GRU decoder + generator."""
+    """GRU encoder + attention GRU decoder + generator."""
 
     def __init__(self, encoder: GRUEncoder, decoder: nn.Module, generator: Generator) -> None:
         super().__init__()
+        self.kernels = "fast"  # see nmt.kernels; set on every part by use_kernels
         self.encoder = encoder
         self.decoder = decoder
         self.generator = generator
@@ -82,7 +84,8 @@ def build_model(cfg: ModelConfig, pad_id: int, source_pieces: list[int] | None =
     encoder = GRUEncoder(cfg.vocab, cfg.embed_size, cfg.hidden_size, cfg.layers,
                          cfg.bidirectional, cfg.dropout, pad_id, side(cfg.source_pieces, source_pieces))
     decoder = DECODERS[cfg.decoder](cfg.vocab, cfg.embed_size, cfg.hidden_size, cfg.layers,
-                                    cfg.dropout, pad_id, side(cfg.target_pieces, target_pieces))
+                                    cfg.dropout, pad_id, side(cfg.target_pieces, target_pieces),
+                                    cfg.attention)
     # The generator gets its own copy of the target ids: safetensors stores no shared tensors.
     generator = Generator(cfg.hidden_size, cfg.vocab, cfg.dropout, side(cfg.target_pieces, target_pieces))
     model = Seq2Seq(encoder, decoder, generator)

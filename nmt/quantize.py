@@ -1,9 +1,11 @@
 """int8 weights for translation on CPU: PyTorch's dynamic quantization of the matmul layers.
 
-The GRUs, the attention projections, the output layer and the generator keep their weights
-as int8 with per-output-channel scales, and quantize their inputs on each call; embeddings
-and the attention vector v stay float32. Training always runs in float32: this is a copy of
-a trained model for decoding, never written to a checkpoint. The README (``nmt translate``)
+Every ``nn.GRU`` and ``nn.Linear`` the model calls (GRUs, attention projections, output
+layer, generator) keeps its weights as int8 with per-output-channel scales, and quantizes its
+inputs on each call; embeddings stay float32, as do layers whose weight is read rather than
+called (a module lists those in ``keep_float``, e.g. additive attention's vector v). Training
+always runs in float32: this is a copy of a trained model for decoding, never written to a
+checkpoint. The README (``nmt translate``)
 gives what it costs in BLEU and buys in speed.
 """
 from __future__ import annotations
@@ -20,12 +22,24 @@ from nmt.errors import NmtError
 from nmt.model import Seq2Seq
 
 PRECISIONS = ("fp32", "int8")
-_QUANTIZED = ("encoder.rnn", "decoder.rnn", "decoder.attention.key_proj",
-              "decoder.attention.query_proj", "decoder.output_layer", "generator.proj")
+_QUANTIZABLE = (torch.nn.GRU, torch.nn.Linear)
+
+
+def quantizable(model: torch.nn.Module) -> list[str]:
+    """Names of the modules :func:`quantize_int8` quantizes: every GRU and linear layer, less
+    those a parent names in its ``keep_float``."""
+    kept = {f"{name}.{child}" if name else child for name, module in model.named_modules()
+            for child in getattr(module, "keep_float", ())}
+    return [name for name, module in model.named_modules()
+            if isinstance(module, _QUANTIZABLE) and name not in kept]
 
 
 def quantize_int8(model: Seq2Seq) -> Seq2Seq:
-    """A copy of ``model``, on CPU in eval mode, with int8 weights in the layers above."""
+    """A copy of ``model``, on CPU in eval mode, with int8 weights in :func:`quantizable`'s
+    layers; an error if it has none (int8 would then be float32 under another name)."""
+    names = quantizable(model)
+    if not names:
+        raise NmtError(f"int8: {type(model).__name__} has no GRU or linear layer to quantize")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao's deprecation notice: 2.13 still ships it
         try:
@@ -33,8 +47,7 @@ def quantize_int8(model: Seq2Seq) -> Seq2Seq:
         except ImportError:
             raise NmtError(f"--precision int8: this torch ({torch.__version__}) has no "
                            "torch.ao.quantization; use --precision fp32") from None
-        present = {name for name, _ in model.named_modules()}
-        spec = {name: per_channel_dynamic_qconfig for name in _QUANTIZED if name in present}
+        spec = {name: per_channel_dynamic_qconfig for name in names}
         return quantize_dynamic(copy.deepcopy(model).cpu().eval(), spec, dtype=torch.qint8)
 
 

@@ -59,7 +59,7 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
             prev = argmax(output)
         else:
             logits = model.generator(output).float()  # (alive, outputs)
-            best, prev = (t.squeeze(1) for t in row_topk(logits, 1))
+            best, prev = (t.squeeze(1) for t in row_topk(logits, 1, kernels=model.kernels))
             if with_scores:
                 scores[alive] += best - torch.logsumexp(logits, dim=-1)  # log-probability of the pick
         prev = model.generator.piece_ids(prev)
@@ -153,7 +153,7 @@ class _Beams:
         log_probs = torch.log_softmax(self.model.generator(output).float(), dim=-1)
         vocab = log_probs.size(-1)
         cand = (self.scores.view(n * width, 1) + log_probs).view(n, width * vocab)
-        top_scores, top = row_topk(cand, 2 * k)  # (n, 2k), best first
+        top_scores, top = row_topk(cand, 2 * k, kernels=self.model.kernels)  # (n, 2k), best first
         origin, token = top // vocab, self.model.generator.piece_ids(top % vocab)
         rows = torch.arange(n, device=cand.device).unsqueeze(1) * width + origin  # (n, 2k)
         is_eos = token == EOS_ID

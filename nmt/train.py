@@ -23,6 +23,7 @@ from nmt import checkpoint
 from nmt.batching import Batch, bucket_batches, make_batch
 from nmt.config import RunConfig
 from nmt.devices import autocast, describe
+from nmt.kernels import use_kernels
 from nmt.errors import NmtError
 from nmt.fileio import atomic_write_text
 from nmt.loss import batch_loss
@@ -97,7 +98,7 @@ class Trainer:
                  device: torch.device, state: TrainState | None = None,
                  optimizer: torch.optim.Optimizer | None = None) -> None:
         self.t = config.train
-        self.model, self.data, self.run_dir, self.device = model, data, run_dir, device
+        self.model, self.data, self.run_dir, self.device = use_kernels(model, self.t.kernels), data, run_dir, device
         self.state = state or TrainState()
         self.optimizer = optimizer or make_optimizer(model, self.t.lr, device)
         # float16 autocast on CUDA needs loss scaling; elsewhere the scaler is a no-op.

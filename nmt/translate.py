@@ -30,7 +30,8 @@ class Translator:
     two batches on one thread each beat one batch on two: on the 2-core reference CPU greedy
     search went 7-20% faster and beam search 7% (README). Outputs do not depend on it.
     Greedy search on CPU picks pieces with :class:`nmt.argmax.LinearArgmax` when it need not
-    score them: the same pieces as the float32 generator's.
+    score them: the same pieces as the float32 generator's (not with the model's ``kernels``
+    ``reference``, see :mod:`nmt.kernels`).
     """
 
     def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, device: torch.device,
@@ -78,7 +79,8 @@ class Translator:
         """The generator's certified int8 argmax for greedy search on CPU, rebuilt only when
         its weights change (training updates them in place, which bumps their version)."""
         proj = self.model.generator.proj
-        if self.beam != 1 or self.device.type != "cpu" or not LinearArgmax.available(proj):
+        if (self.beam != 1 or self.device.type != "cpu" or self.model.kernels != "fast"
+                or not LinearArgmax.available(proj)):
             return None
         key = (proj.weight.data_ptr(), proj.weight._version)
         if self._argmax is None or self._argmax[0] != key:

@@ -55,10 +55,10 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
 
 
 def tiny_model(vocab: int, bidirectional: bool = True, layers: int = 2, seed: int = 0,
-               decoder: str = "input_feeding") -> Seq2Seq:
+               decoder: str = "input_feeding", attention: str = "additive") -> Seq2Seq:
     torch.manual_seed(seed)
     cfg = ModelConfig(embed_size=6, hidden_size=8, layers=layers, bidirectional=bidirectional,
-                      dropout=0.0, decoder=decoder, vocab=vocab)
+                      dropout=0.0, decoder=decoder, attention=attention, vocab=vocab)
     return build_model(cfg, PAD_ID).eval()
 
 

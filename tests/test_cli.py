@@ -139,6 +139,29 @@ def test_attn_plot_and_info(memorised_run, tmp_path):
     assert (run / "curve.png").exists()
 
 
+def test_the_seeds_wiring_trains_resumes_translates_quantizes_and_plots(corpus, tmp_path):
+    """--decoder bahdanau --attention dot: d2l's decoder with the seed's scaled dot-product score."""
+    from conftest import TINY
+    run = tmp_path / "run"
+    result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--max-steps", "6",
+                 "--decoder", "bahdanau", "--attention", "dot", *TINY)
+    assert result.returncode == 0, result.stderr
+    assert nmt("train", "--resume", str(run), "--max-steps", "8").returncode == 0
+    assert json.loads((run / "run.json").read_text())["steps"] == 8
+    sources = ["Tom sees the cat.", "Mary likes the big red bird today."]
+    fp32 = nmt("translate", "--checkpoint", str(run), *sources)
+    reference = nmt("translate", "--checkpoint", str(run), "--kernels", "reference", *sources)
+    int8 = nmt("translate", "--checkpoint", str(run), "--precision", "int8", "--beam", "2", *sources)
+    for result in (fp32, reference, int8):
+        assert result.returncode == 0, result.stderr
+        assert len(result.stdout.splitlines()) == len(sources)
+    assert reference.stdout == fp32.stdout
+    plot = nmt("attn-plot", "--checkpoint", str(run), sources[0], "-o", str(tmp_path / "a.png"))
+    assert plot.returncode == 0, plot.stderr
+    card = json.loads(nmt("info", "--checkpoint", str(run), "--json").stdout)
+    assert "scaled dot-product attention" in card["architecture"] and "Bahdanau" in card["architecture"]
+
+
 def test_version_and_help():
     assert nmt("--version").stdout.startswith("nmt ")
     for command in ("train", "translate", "eval", "attn-plot", "info"):

@@ -4,7 +4,7 @@ from torch import nn
 
 from conftest import tiny_model
 from nmt.errors import NmtError
-from nmt.quantize import decoding_device, quantize_int8
+from nmt.quantize import decoding_device, quantizable, quantize_int8
 from nmt.tokenizer import BOS_ID
 from nmt.translate import Translator
 
@@ -52,6 +52,17 @@ def test_int8_translations_keep_line_count(tokenizer):
     lines = ["Tom sees the cat.", "", "Mary likes the dog today."]
     out = translator.translate(lines, batch_size=2)
     assert len(out) == 3 and out[1] == ""
+
+
+@pytest.mark.parametrize("attention", ["additive", "dot"])
+def test_int8_walks_module_types_and_refuses_a_model_with_nothing_to_quantize(attention):
+    model = tiny_model(50, attention=attention)
+    names = quantizable(model)
+    linear = {name for name, m in model.named_modules() if isinstance(m, nn.Linear)}
+    assert "decoder.attention.score" not in names  # v is read as a vector, never called
+    assert set(names) == {"encoder.rnn", "decoder.rnn"} | linear - {"decoder.attention.score"}
+    with pytest.raises(NmtError, match="no GRU or linear layer to quantize"):
+        quantize_int8(nn.Sequential(nn.Embedding(4, 2)))
 
 
 def test_decoding_device_int8_is_cpu_only(monkeypatch):
