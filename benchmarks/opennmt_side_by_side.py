@@ -224,13 +224,16 @@ def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32") -> 
     the ratio of the totals. nmt runs as ``nmt translate`` would (its CPU settings, two
     decoding workers); OpenNMT-py as in ``translate``."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import torch
+
     from nmt.devices import configure_cpu
     from nmt.quantize import load_for_decoding
     from nmt.translate import Translator
 
     configure_cpu(0)
     bench = (work / "bench.en").read_text().splitlines()
-    device, model, tokenizer = load_for_decoding(run, precision, "cpu")
+    device = torch.device("cpu")
+    model, tokenizer = load_for_decoding(run, precision, device)
     results = {"run": str(run), "onmt_checkpoint": _latest_checkpoint(work).name, "precision": precision}
     for name, beam in (("greedy", 1), ("beam 5", 5)):
         # Length penalty 0 in both: OpenNMT-py's default, so both search for the same 1-best.

@@ -28,10 +28,11 @@ from nmt.devices import configure_cpu, describe, pick_device, synchronize
 from nmt.flops import matmul_peak_flops, training_flops
 from nmt.model import build_model, count_parameters
 from nmt.prepare import prepare_run_data
+from nmt.kernels import use_kernels
 from nmt.quantize import load_for_decoding
 from nmt.search import DEFAULT_LENGTH_PENALTY
 from nmt.tokenizer import PAD_ID
-from nmt.train import Trainer
+from nmt.train import TrainCallbacks, Trainer
 from nmt.translate import Translator
 
 
@@ -70,7 +71,7 @@ class BenchResult:
     translate: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
+def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int, device: torch.device
                    ) -> tuple[dict[str, float], Callable[[], dict[str, float]]]:
     """Train a fresh model of ``config``'s size on ``pairs`` random corpus pairs (all if None),
     bucketed as ``nmt train`` buckets them; time it.
@@ -78,14 +79,13 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
     :return: the figures; a call that counts the timed steps' matmul FLOPs (see
         :mod:`nmt.flops`) and compares their rate with the device's matmul peak
     """
-    device = pick_device(config.train.device)
     data_cfg = dataclasses.replace(config.data, valid_size=0, test_size=0)
     with tempfile.TemporaryDirectory() as tmp:
         data = prepare_run_data(data_cfg, Path(tmp), corpus_limit=pairs)
         config = data.sized(config)
         torch.manual_seed(config.train.seed)
         model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(device)
-        trainer = Trainer(config, model, data, Path(tmp), device)
+        trainer = Trainer(config, model, data, device, TrainCallbacks())
         batches = trainer.batches_of_epoch(0)
         while len(batches) < warmup + steps:
             batches += trainer.batches_of_epoch(len(batches))
@@ -162,7 +162,7 @@ def pick_sources(sources: list[str], n: int, seed: int = 1) -> list[str]:
 
 def translation_run(checkpoint: Path | None) -> Path | None:
     """The run to translate with: the one given, else the newest in checkpoints/, else None."""
-    from nmt.checkpoint import latest_run
+    from nmt.loading import latest_run
     from nmt.errors import NmtError
 
     if checkpoint is not None:
@@ -182,23 +182,26 @@ def test_sources(run: Path, sentences: int) -> list[str]:
 
 def run_bench(config: RunConfig, pairs: int | None, steps: int, warmup: int, run: Path | None,
               sentences: int, beam: int, batch_size: int, precision: str = "fp32",
+              decode_on: torch.device | None = None,
               length_penalty: float = DEFAULT_LENGTH_PENALTY) -> BenchResult:
     """All phases; the translation phases only with a trained ``run``, translating
-    ``sentences`` of its test sources at ``precision`` (training is always fp32), beam
-    search with GNMT ``length_penalty``.
+    ``sentences`` of its test sources at ``precision`` on ``decode_on`` (default: the
+    training device; training is always fp32), beam search with GNMT ``length_penalty``.
 
     The trained model is loaded after the training phase so it does not count in that peak.
     """
     configure_cpu(config.train.threads)
     device = pick_device(config.train.device)
     result = BenchResult(settings(device) | {"translate_precision": precision,
-                                             "length_penalty": length_penalty})
-    result.train, efficiency = bench_training(config, pairs, steps, warmup)
+                                             "length_penalty": length_penalty,
+                                             "kernels": config.train.kernels})
+    result.train, efficiency = bench_training(config, pairs, steps, warmup, device)
     if run is not None:
-        device, model, tokenizer = load_for_decoding(run, precision, config.train.device)
+        decode_on = decode_on or device
+        model, tokenizer = load_for_decoding(run, precision, decode_on)
         texts = test_sources(run, sentences)
         for name, width in (("greedy", 1), (f"beam {beam}", beam)):
-            translator = Translator(model, tokenizer, device, beam=width,
+            translator = Translator(use_kernels(model, config.train.kernels), tokenizer, decode_on, beam=width,
                                     length_penalty=length_penalty)
             result.translate[name] = bench_translation(translator, texts, batch_size)
     result.train |= efficiency()

@@ -1,14 +1,7 @@
-"""Run directories: weights in safetensors, config and state in YAML/JSON; nothing is unpickled.
-
-Layout of a run directory::
-
-    config.yaml        resolved RunConfig (data, model, train)
-    spm.model          the joint SentencePiece model
-    valid.tsv test.tsv held-out pairs (source<TAB>target), fixed at the run's start
-    best.safetensors   weights with the best validation BLEU
-    last.safetensors   weights + optimiser + RNG + training state, for resuming
-    metrics.jsonl      one JSON object per validation
-    run.json           summary: corpus, sizes, device, time, versions
+"""Checkpoints: weights, optimiser and RNG in safetensors, training state in JSON; nothing is
+unpickled, and every tensor is checked against the model it is for from the file's header
+before anything is read. Written atomically. (A run directory's other files, and building a
+model from them: :mod:`nmt.loading`.)
 """
 from __future__ import annotations
 
@@ -26,10 +19,8 @@ from safetensors.torch import save_file
 from torch import nn
 
 from nmt import __version__
-from nmt.config import ModelConfig, RunConfig, read_run_config
 from nmt.errors import NmtError
 from nmt.fileio import atomic_path
-from nmt.tokenizer import PAD_ID, Tokenizer
 
 FORMAT = "nmt-checkpoint-1"
 
@@ -250,68 +241,3 @@ def _json(text: str | None, kind: type, path: Path, what: str) -> Any:
 def train_state(meta: dict[str, str], path: Path) -> dict[str, Any]:
     """The JSON training state saved with a checkpoint (a mapping; its fields are the caller's)."""
     return _json(meta.get("state", "{}"), dict, path, "training state")
-
-
-def latest_run(root: Path = Path("checkpoints")) -> Path:
-    """The most recently modified run directory under ``root`` (one holding a config.yaml)."""
-    runs = [p.parent for p in root.glob("*/config.yaml")] if root.is_dir() else []
-    if not runs:
-        raise NmtError(f"no trained run found in {root}/; train one with `nmt train` "
-                       f"or pass --checkpoint RUN_DIR")
-    return max(runs, key=_last_modified)
-
-
-def _last_modified(run_dir: Path) -> float:
-    times = []
-    for f in run_dir.iterdir():
-        try:
-            times.append(f.stat().st_mtime)
-        except FileNotFoundError:  # a temporary file renamed away by a running job
-            continue
-    return max(times, default=0.0)
-
-
-def weights_file(run_dir: Path) -> Path:
-    """best.safetensors, or last.safetensors for a run that has not validated yet."""
-    for name in ("best.safetensors", "last.safetensors"):
-        if (run_dir / name).is_file():
-            return run_dir / name
-    raise NmtError(f"{run_dir}: no best.safetensors or last.safetensors; the run saved no weights yet")
-
-
-def skeleton(cfg: ModelConfig) -> nn.Module:
-    """The model ``cfg`` describes, on the meta device: every shape, no memory, so a
-    checkpoint's header can be checked against it before anything is allocated."""
-    from nmt.model import build_model
-    with torch.device("meta"):
-        return build_model(cfg, PAD_ID)
-
-
-def check_tokenizer(tokenizer: Tokenizer, cfg: ModelConfig) -> None:
-    """The run's spm.model must be the one its model was trained with (piece count and hash)."""
-    if (cfg.vocab and tokenizer.vocab_size != cfg.vocab) or (
-            cfg.tokenizer_sha256 and tokenizer.sha256 != cfg.tokenizer_sha256):
-        raise NmtError(f"{tokenizer.model_path}: not the tokenizer this run was trained with "
-                       f"({tokenizer.vocab_size} pieces, sha256 {tokenizer.sha256[:12]}…; config.yaml "
-                       f"expects {cfg.vocab} pieces{', sha256 ' + cfg.tokenizer_sha256[:12] + '…' if cfg.tokenizer_sha256 else ''}); "
-                       f"restore the run's own spm.model")
-
-
-def load_run(run_dir: Path, device: torch.device) -> tuple[RunConfig, nn.Module, Tokenizer]:
-    """Rebuild a run's model and tokenizer from its directory alone, each file checked
-    against config.yaml before the model is built.
-
-    :return: (RunConfig, Seq2Seq in eval mode on ``device``, Tokenizer)
-    """
-    from nmt.model import build_model
-
-    if not run_dir.is_dir():
-        raise NmtError(f"{run_dir}: not a run directory")
-    config = read_run_config(run_dir / "config.yaml")
-    tokenizer = Tokenizer(run_dir / "spm.model")
-    check_tokenizer(tokenizer, config.model)
-    path = weights_file(run_dir)
-    tensors, _ = read(path, skeleton(config.model))
-    model = build_model(config.model, PAD_ID)
-    load_model_weights(model, tensors, path)
-    return config, model.to(device).eval(), tokenizer

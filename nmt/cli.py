@@ -13,7 +13,7 @@ from rich.logging import RichHandler
 
 from nmt import __version__
 from nmt.config import build_config, default_of, load_config_file
-from nmt.errors import NmtError
+from nmt.errors import NmtError, SettingError
 from nmt.search import DEFAULT_LENGTH_PENALTY
 from nmt.streams import (argument_texts, checked_output, input_lines, is_stdout, print_out, refuse_same_file,
                          run_inputs, write_output)
@@ -47,12 +47,17 @@ def _user_errors() -> Iterator[None]:
     try:
         yield
     except (NmtError, OSError) as e:  # an OSError: the environment's refusal (a full disk), not a bug
-        text = (f"{e.filename}: " if getattr(e, "filename", None) else "") + str(getattr(e, "strerror", None) or e)
+        text = (e.render(_flag) if isinstance(e, SettingError) else
+                (f"{e.filename}: " if getattr(e, "filename", None) else "") + str(getattr(e, "strerror", None) or e))
         err.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:  # outside the training loop, which saves and exits cleanly itself
         err.print("[bold red]interrupted[/]", highlight=False)
         raise typer.Exit(code=130) from None
+
+
+def _flag(setting: str) -> str:
+    return "--" + setting.replace("_", "-")
 
 
 def _at_least(flag: str, value: int, minimum: int = 1) -> None:
@@ -155,17 +160,14 @@ def train(
     """
     flags = {k: v for k, v in locals().items()
              if v is not None and k not in ("config", "run_dir", "strict", "resume")}
-    from nmt.runs import BUDGET_KEYS, new_run_dir, resume_run, train_new_run
+    from nmt.runs import new_run_dir, resume_run, train_new_run
 
     flags = {k: str(v) if isinstance(v, Path) else v for k, v in flags.items()}
     with _user_errors():
         if resume is not None:
-            other = sorted(set(flags) - set(BUDGET_KEYS)) + (["config"] if config else []) + (
-                ["run-dir"] if run_dir else [])
-            if other:
-                raise NmtError(f"--resume continues a run with its saved config; it cannot take "
-                               f"--{', --'.join(o.replace('_', '-') for o in other)}")
-            run, state = resume, resume_run(resume, flags, strict)
+            given = {"config": config, "run_dir": run_dir}
+            run = resume
+            state = resume_run(resume, flags | {k: v for k, v in given.items() if v}, strict)
         else:
             cfg = build_config(load_config_file(config) if config else {}, flags)
             run = run_dir or new_run_dir()
@@ -183,7 +185,7 @@ def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
 
 def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
                      length_penalty: float = 0.0, precision: str = "fp32", kernels: str = "fast") -> Any:
-    from nmt.checkpoint import latest_run
+    from nmt.loading import latest_run
     from nmt.devices import configure_cpu
     from nmt.kernels import use_kernels
     from nmt.quantize import decoding_device, load_for_decoding
@@ -192,9 +194,9 @@ def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
     _at_least("--beam", beam)
     _check_penalty(length_penalty)
     configure_cpu(0)
-    decoding_device(precision, device)  # a bad flag fails before looking for a run
+    dev = decoding_device(precision, device)  # a bad flag fails before looking for a run
     run = checkpoint or latest_run()
-    dev, model, tokenizer = load_for_decoding(run, precision, device)
+    model, tokenizer = load_for_decoding(run, precision, dev)
     logging.getLogger(__name__).debug("decoding with %s on %s", run, dev)
     return Translator(use_kernels(model, kernels), tokenizer, dev, beam=beam, length_penalty=length_penalty)
 
@@ -266,7 +268,7 @@ def eval_(
     kernels: KernelsOpt = "fast",
 ) -> None:
     """Score a run with sacrebleu (detokenised output against raw references)."""
-    from nmt.checkpoint import latest_run
+    from nmt.loading import latest_run
     from nmt.evaluate import evaluate, file_test_set, run_test_set
     from nmt.output import score_json, score_table
 
@@ -327,7 +329,7 @@ def info(
     """Print a run's model card: architecture, sizes, data, training and library versions."""
     import json
 
-    from nmt.checkpoint import latest_run
+    from nmt.loading import latest_run
     from nmt.display import key_value_table
     from nmt.inspect import model_card
 
@@ -359,6 +361,8 @@ def bench(
     threads: Annotated[int, Opt(help="CPU threads (0: one per core).")] = 0,
     precision: Annotated[str, Opt(help="fp32 or int8 for the translation phases (int8: CPU only); "
                                   "training is always fp32.")] = "fp32",
+    kernels: Annotated[str, Opt(help="fast, or reference: plain PyTorch, to measure what the "
+                                "hand-written CPU paths buy.")] = "fast",
     json_out: Annotated[Optional[Path], Opt(help="Write the figures as JSON to this file ('-': stdout). "
                                             "\\[default: bench.json, unless --json]")] = None,
     json_stdout: Annotated[bool, Opt("--json", help="Print the figures as JSON instead of a table.")] = False,
@@ -369,7 +373,7 @@ def bench(
     import json
 
     from nmt.bench import run_bench, translation_run
-    from nmt.checkpoint import weights_file
+    from nmt.loading import weights_file
     from nmt.config import read_run_config
     from nmt.output import bench_table
     from nmt.quantize import decoding_device
@@ -384,8 +388,9 @@ def bench(
         sizes = {"embed_size": embed_size, "hidden_size": hidden_size, "layers": layers,
                  "vocab_size": vocab_size, "batch_size": batch_size}  # unset: nmt train's defaults
         cfg = build_config({}, {k: v for k, v in sizes.items() if v is not None} | {
-            "corpus": str(corpus) if corpus else None, "device": device, "threads": threads})
-        decoding_device(precision, device)  # a bad flag fails now, not after the training phase
+            "corpus": str(corpus) if corpus else None, "device": device, "threads": threads,
+            "kernels": kernels})
+        decode_on = decoding_device(precision, device)  # a bad flag fails now, not after training
         json_file = checked_output(json_out if json_out is not None else None if json_stdout
                                    else Path("bench.json"), "--json-out")  # before measuring
         run = translation_run(checkpoint)
@@ -395,7 +400,7 @@ def bench(
             read_run_config(run / "config.yaml")
             weights_file(run)
         result = run_bench(cfg, pairs, steps, warmup, run, sentences, beam, translate_batch, precision,
-                           length_penalty)
+                           decode_on, length_penalty)
         record = dataclasses.asdict(result) | {"translation_run": str(run) if run else None}
         text = json.dumps(record, indent=2)
         if json_file is not None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from nmt.errors import NmtError
+from nmt.errors import NmtError, SettingError
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def _finish(pairs: list[tuple[str, str]], report: ReadReport, strict: bool
             ) -> tuple[list[tuple[str, str]], ReadReport]:
     if report.skipped:
         if strict:
-            raise NmtError(f"--strict: {report.summary()}")
+            raise SettingError("strict", None, report.summary())
         log.warning(report.summary())
     if not pairs:
         raise NmtError(f"{report.path}: no usable sentence pairs")

@@ -8,7 +8,7 @@ import platform
 
 import torch
 
-from nmt.errors import NmtError
+from nmt.errors import SettingError
 
 
 def pick_device(spec: str) -> torch.device:
@@ -22,17 +22,17 @@ def pick_device(spec: str) -> torch.device:
     try:
         device = torch.device(spec)
     except RuntimeError:
-        raise NmtError(f"--device {spec}: not a device; use auto, cpu, cuda, cuda:N or mps") from None
+        raise SettingError("device", spec, "not a device; use auto, cpu, cuda, cuda:N or mps") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise NmtError(f"--device {spec}: CUDA is not available on this machine "
-                           f"(torch {torch.__version__}); use --device cpu or auto")
+            raise SettingError("device", spec, f"CUDA is not available on this machine (torch "
+                               f"{torch.__version__}); use {{device}} cpu or auto", ("device",))
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise NmtError(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s) here")
+            raise SettingError("device", spec, f"only {torch.cuda.device_count()} CUDA device(s) here")
     elif device.type == "mps" and not torch.backends.mps.is_available():
-        raise NmtError(f"--device {spec}: Apple MPS is not available on this machine")
+        raise SettingError("device", spec, "Apple MPS is not available on this machine")
     elif device.type not in ("cpu", "cuda", "mps"):
-        raise NmtError(f"--device {spec}: unsupported device type; use auto, cpu, cuda, cuda:N or mps")
+        raise SettingError("device", spec, "unsupported device type; use auto, cpu, cuda, cuda:N or mps")
     return device
 
 

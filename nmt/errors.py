@@ -1,5 +1,34 @@
-"""The one exception type a user's mistake raises; the CLI turns it into a one-line message."""
+"""The exceptions a user's mistake raises; the CLI turns them into one-line messages."""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
 
 
 class NmtError(Exception):
     """A problem with the user's input, files or environment, not a bug in nmt."""
+
+
+class SettingError(NmtError):
+    """A setting's value cannot be used, or another setting is needed.
+
+    The library names settings as it knows them (``device cuda:3: only 1 CUDA device(s)
+    here``); a front end names them its own way (the CLI: ``--device cuda:3: ...``) with
+    :meth:`render`. ``reason`` writes the other settings it mentions as ``{name}``, each listed
+    in ``mentions``; nothing else in it is substituted, so it may quote any text.
+    """
+
+    def __init__(self, setting: str | None, value: object, reason: str,
+                 mentions: tuple[str, ...] = ()) -> None:
+        self.setting, self.value, self.reason, self.mentions = setting, value, reason, mentions
+        super().__init__(self.render(lambda name: name))
+
+    def render(self, name_of: Callable[[str], str]) -> str:
+        """The message with every setting named by ``name_of``."""
+        names = "|".join(re.escape(m) for m in self.mentions)
+        reason = (re.sub(r"\{(" + names + r")\}", lambda m: name_of(m.group(1)), self.reason)
+                  if names else self.reason)
+        if self.setting is None:
+            return reason
+        head = name_of(self.setting) + ("" if self.value is None else f" {self.value}")
+        return f"{head}: {reason}"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from nmt.config import read_run_config
 from nmt.corpus import read_text_lines
-from nmt.errors import NmtError
+from nmt.errors import NmtError, SettingError
 from nmt.metrics import Score, corpus_score
 from nmt.prepare import read_pairs
 from nmt.translate import Translator
@@ -35,8 +35,8 @@ def run_test_set(run_dir: Path, all_refs: bool = False) -> TestSet:
     if given:
         return TestSet(f"{given} (as saved in {path})", [s for s, _ in pairs], [[t for _, t in pairs]])
     if not pairs:
-        raise NmtError(f"{path}: the run holds out no test pairs (trained with --test-size 0); "
-                       f"score files with --src and --ref")
+        raise SettingError(None, None, f"{path}: the run holds out no test pairs (trained with "
+                           "{test_size} 0); score files with {src} and {ref}", ("test_size", "src", "ref"))
     grouped: dict[str, list[str]] = {}
     for src, tgt in pairs:
         grouped.setdefault(src, []).append(tgt)

@@ -17,10 +17,10 @@ from torch.utils.flop_counter import FlopCounterMode
 from nmt.batching import Batch
 from nmt.devices import synchronize
 from nmt.loss import batch_loss
-from nmt.model import Seq2Seq
+from nmt.interface import TranslationModel
 
 
-def training_flops(model: Seq2Seq, batches: Iterable[Batch], label_smoothing: float) -> int:
+def training_flops(model: TranslationModel, batches: Iterable[Batch], label_smoothing: float) -> int:
     """Matmul FLOPs of the forward and backward passes of a training step on each batch, summed.
 
     :param model: on CPU (CUDA's cuDNN GRU is one kernel the counter cannot see into); left in

@@ -5,10 +5,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nmt.checkpoint import read_header_checked, skeleton, weights_file
+from nmt.checkpoint import read_header_checked
+from nmt.loading import skeleton, weights_file
 from nmt.config import RunConfig, read_run_config
 from nmt.errors import NmtError
-from nmt.model import count_parameters
+from nmt.model import count_parameters, describe
 from nmt.plotting import AttentionPanel
 from nmt.train import read_metrics
 from nmt.translate import Translator
@@ -69,10 +70,7 @@ def model_card(run_dir: Path) -> dict[str, Any]:
     best = max(records, key=lambda r: r["valid_bleu"]) if records else {}
     return {
         "run": str(run_dir),
-        "architecture": (f"{m.layers}-layer {'bi' if m.bidirectional else 'uni'}directional GRU "
-                         f"encoder, {m.layers}-layer GRU decoder with "
-                         f"{'additive' if m.attention == 'additive' else 'scaled dot-product'} attention, "
-                         + ("input feeding (Luong)" if m.decoder == "input_feeding" else "Bahdanau (d2l)")),
+        "architecture": describe(m),
         "sizes": {"embed": m.embed_size, "hidden": m.hidden_size, "dropout": m.dropout},
         "parameters": n_params,
         "vocabulary": (f"joint SentencePiece unigram, {m.vocab} pieces: rows for "

@@ -7,12 +7,15 @@ is most of a training step's memory traffic (see ``nmt bench``).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.batching import Batch
-from nmt.model import Seq2Seq
+if TYPE_CHECKING:
+    from nmt.batching import Batch
+    from nmt.interface import TranslationModel
 
 
 class _ProjectedSmoothedCE(torch.autograd.Function):
@@ -123,7 +126,7 @@ def masked_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: t
                                       label_smoothing)
 
 
-def batch_loss(model: Seq2Seq, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
+def batch_loss(model: TranslationModel, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
     """A teacher-forced pass over ``batch`` (on the model's device): summed token cross-entropy."""
     outputs, _ = model(batch.src, batch.src_len, batch.tgt_in)
-    return masked_cross_entropy(model.generator, outputs, batch.tgt_out, batch.tgt_mask, label_smoothing)
+    return model.loss(outputs, batch.tgt_out, batch.tgt_mask, label_smoothing)

@@ -1,4 +1,7 @@
-"""The encoder-decoder: encode once, then decode step by step or teacher-forced."""
+"""The GRU encoder-decoder: encode once, then decode step by step or teacher-forced.
+
+:class:`Seq2Seq` implements :class:`nmt.interface.TranslationModel`, all that search, the
+loss, inspection and quantization use."""
 from __future__ import annotations
 
 import torch
@@ -8,6 +11,7 @@ from nmt.config import ModelConfig
 from nmt.decoders import DECODERS, DecoderState
 from nmt.dropout import Dropout
 from nmt.encoders import GRUEncoder
+from nmt.loss import masked_cross_entropy
 from nmt.masks import lengths_to_mask
 from nmt.pieces import PieceMap
 
@@ -42,7 +46,7 @@ class Generator(nn.Module):
 
 
 class Seq2Seq(nn.Module):
-    """GRU encoder + attention GRU decoder + generator."""
+    """GRU encoder + attention GRU decoder + generator: a :class:`nmt.interface.TranslationModel`."""
 
     def __init__(self, encoder: GRUEncoder, decoder: nn.Module, generator: Generator) -> None:
         super().__init__()
@@ -65,6 +69,27 @@ class Seq2Seq(nn.Module):
             attention, shape (batch, tgt_len, src_len)
         """
         return self.decoder(tgt_in, self.encode(src, src_len))
+
+    def step(self, prev_tokens: torch.Tensor, state: DecoderState
+             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        """See :meth:`nmt.interface.TranslationModel.step`."""
+        return self.decoder.step(prev_tokens, state)
+
+    def logits(self, outputs: torch.Tensor) -> torch.Tensor:
+        """:param outputs: shape (..., hidden) :return: shape (..., outputs)"""
+        return self.generator(outputs)
+
+    def piece_ids(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.generator.piece_ids(positions)
+
+    def loss(self, outputs: torch.Tensor, tgt_out: torch.Tensor, tgt_mask: torch.Tensor,
+             label_smoothing: float = 0.0) -> torch.Tensor:
+        """See :meth:`nmt.interface.TranslationModel.loss`."""
+        return masked_cross_entropy(self.generator, outputs, tgt_out, tgt_mask, label_smoothing)
+
+    @property
+    def output_layer(self) -> nn.Module:
+        return self.generator.proj
 
 
 def build_model(cfg: ModelConfig, pad_id: int, source_pieces: list[int] | None = None,
@@ -102,6 +127,14 @@ def _init_uniform(model: Seq2Seq, bound: float, pad_id: int) -> None:
         param.uniform_(-bound, bound)
     for embedding in (model.encoder.embedding, model.decoder.embedding):
         embedding.weight[pad_id].zero_()
+
+
+def describe(cfg: ModelConfig) -> str:
+    """The architecture in words, for model cards."""
+    attention = "additive" if cfg.attention == "additive" else "scaled dot-product"
+    wiring = "input feeding (Luong)" if cfg.decoder == "input_feeding" else "Bahdanau (d2l)"
+    return (f"{cfg.layers}-layer {'bi' if cfg.bidirectional else 'uni'}directional GRU encoder, "
+            f"{cfg.layers}-layer GRU decoder with {attention} attention, {wiring}")
 
 
 def count_parameters(model: nn.Module) -> int:

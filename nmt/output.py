@@ -67,7 +67,8 @@ def score_table(info: dict, scores: list[Score]) -> Table:
 def bench_table(record: dict) -> Table:
     """One row per phase: throughput and peak memory."""
     s = record["settings"]
-    table = Table(title=f"nmt bench {s['date']}: {s['device']}, torch {s['torch']}")
+    kernels = f", {s['kernels']} kernels" if s.get("kernels", "fast") != "fast" else ""
+    table = Table(title=f"nmt bench {s['date']}: {s['device']}, torch {s['torch']}{kernels}")
     for column in ("phase", "sentences/s", "pieces/s", "padding", "peak RSS MB", "seconds"):
         table.add_column(column, justify="left" if column == "phase" else "right")
     t = record["train"]

@@ -8,19 +8,11 @@ translates tokenizer ids to row positions and back; unknown pieces map to UNK's 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
 
 import torch
 from torch import nn
 
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
-
-SPECIALS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
-
-
-def side_pieces(ids: Iterable[int]) -> list[int]:
-    """The sorted distinct ``ids`` plus the special pieces (PAD first, at row 0)."""
-    return sorted(set(SPECIALS).union(ids))
+from nmt.tokenizer import UNK_ID
 
 
 class PieceMap(nn.Module):

@@ -7,23 +7,29 @@ import logging
 import random
 import urllib.request
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 from nmt.config import DataConfig, RunConfig
 from nmt.corpus import ReadReport, Split, parallel_pairs, read_parallel, read_tsv, split_by_source
-from nmt.errors import NmtError
+from nmt.errors import NmtError, SettingError
 from nmt.fileio import atomic_path, atomic_write_lines
-from nmt.pieces import side_pieces
 from nmt.sequences import Sequences
-from nmt.tokenizer import Tokenizer
+from nmt.tokenizer import SPECIALS, Tokenizer
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CORPUS = Path("data/fra-eng/fra.txt")
 FRA_ENG_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
 FRA_ENG_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
+
+
+def side_pieces(ids: Iterable[int]) -> list[int]:
+    """The sorted distinct ``ids`` plus the special pieces (PAD first, at row 0): the pieces
+    one side of the model has rows for (see :mod:`nmt.pieces`)."""
+    return sorted(set(SPECIALS).union(ids))
 
 
 @dataclass
@@ -61,11 +67,11 @@ def download_fra_eng(target: Path) -> None:
         with urllib.request.urlopen(FRA_ENG_URL, timeout=30) as response:
             data = response.read()
     except OSError as e:
-        raise NmtError(
-            f"{target}: corpus not found, and downloading {FRA_ENG_URL} failed ({e}). "
+        raise SettingError(
+            None, None, f"{target}: corpus not found, and downloading {FRA_ENG_URL} failed ({e}). "
             f"Put the Tatoeba fra-eng file there (EN<TAB>FR per line; unpack fra-eng.zip from "
-            f"that URL on a machine with internet), or pass --corpus FILE, or --src-file FILE "
-            f"--tgt-file FILE for two aligned plain-text files.") from None
+            f"that URL on a machine with internet), or pass {{corpus}} FILE, or {{src_file}} FILE "
+            f"{{tgt_file}} FILE for two aligned plain-text files.", ("corpus", "src_file", "tgt_file")) from None
     digest = hashlib.sha1(data).hexdigest()
     if digest != FRA_ENG_SHA1:
         raise NmtError(f"{FRA_ENG_URL}: SHA-1 {digest} is not the expected {FRA_ENG_SHA1}; "

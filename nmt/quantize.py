@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from nmt.checkpoint import load_run
-from nmt.errors import NmtError
-from nmt.model import Seq2Seq
+from nmt.loading import load_run
+from nmt.errors import NmtError, SettingError
+from nmt.interface import TranslationModel
 
 PRECISIONS = ("fp32", "int8")
 _QUANTIZABLE = (torch.nn.GRU, torch.nn.Linear)
@@ -34,7 +34,7 @@ def quantizable(model: torch.nn.Module) -> list[str]:
             if isinstance(module, _QUANTIZABLE) and name not in kept]
 
 
-def quantize_int8(model: Seq2Seq) -> Seq2Seq:
+def quantize_int8(model: TranslationModel) -> TranslationModel:
     """A copy of ``model``, on CPU in eval mode, with int8 weights in :func:`quantizable`'s
     layers; an error if it has none (int8 would then be float32 under another name)."""
     names = quantizable(model)
@@ -45,33 +45,32 @@ def quantize_int8(model: Seq2Seq) -> Seq2Seq:
         try:
             from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
         except ImportError:
-            raise NmtError(f"--precision int8: this torch ({torch.__version__}) has no "
-                           "torch.ao.quantization; use --precision fp32") from None
+            raise SettingError("precision", "int8", f"this torch ({torch.__version__}) has no "
+                               "torch.ao.quantization; use {precision} fp32", ("precision",)) from None
         spec = {name: per_channel_dynamic_qconfig for name in names}
         return quantize_dynamic(copy.deepcopy(model).cpu().eval(), spec, dtype=torch.qint8)
 
 
 def decoding_device(precision: str, spec: str) -> torch.device:
-    """The device to decode on at ``precision`` (``--device`` ``spec``); int8 runs on CPU
-    only, so there ``auto`` means CPU."""
+    """The device to decode on at ``precision``, given the device setting ``spec``; int8 runs
+    on CPU only, so there ``auto`` means CPU."""
     from nmt.devices import pick_device
 
     if precision not in PRECISIONS:
-        raise NmtError(f"--precision {precision}: use {' or '.join(PRECISIONS)}")
+        raise SettingError("precision", precision, f"use {' or '.join(PRECISIONS)}")
     if precision == "fp32":
         return pick_device(spec)
     device = pick_device("cpu" if spec == "auto" else spec)
     if device.type != "cpu":
-        raise NmtError(f"--precision int8 runs on CPU only, not --device {spec}; "
-                       "use --device cpu or --precision fp32")
+        raise SettingError("precision", "int8", f"runs on CPU only, not {{device}} {spec}; "
+                           "use {device} cpu or {precision} fp32", ("device", "precision"))
     return device
 
 
-def load_for_decoding(run: Path, precision: str, spec: str) -> tuple[torch.device, Seq2Seq, Any]:
-    """A run's model at ``precision`` on its decoding device (``--device`` ``spec``).
+def load_for_decoding(run: Path, precision: str, device: torch.device) -> tuple[TranslationModel, Any]:
+    """A run's model at ``precision`` on ``device`` (from :func:`decoding_device`).
 
-    :return: (device, model in eval mode, Tokenizer)
+    :return: (model in eval mode, Tokenizer)
     """
-    device = decoding_device(precision, spec)
     _, model, tokenizer = load_run(run, device)
-    return device, (quantize_int8(model) if precision == "int8" else model), tokenizer
+    return (quantize_int8(model) if precision == "int8" else model), tokenizer

@@ -8,22 +8,23 @@ import time
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import sacrebleu
 import sentencepiece
 import torch
 
 from nmt import __version__
-from nmt import checkpoint
+from nmt import checkpoint, loading
 from nmt.config import RunConfig, read_run_config, save_config
 from nmt.devices import describe, pick_device, configure_cpu
-from nmt.errors import NmtError
+from nmt.errors import NmtError, SettingError
 from nmt.fileio import atomic_write_text
 from nmt.lock import LOCK_FILE, run_lock
 from nmt.model import build_model, count_parameters
 from nmt.prepare import RunData, absolute_sources, prepare_run_data
 from nmt.tokenizer import PAD_ID, Tokenizer
+from nmt.run_writer import RunWriter
 from nmt.train import Trainer, TrainState, make_optimizer, trim_metrics
 
 log = logging.getLogger(__name__)
@@ -42,12 +43,12 @@ def new_run_dir(root: Path = Path("checkpoints")) -> Path:
 def _fresh_run_dir(run_dir: Path) -> bool:
     """Check that ``run_dir`` can hold a new run, create it; returns whether it was created."""
     if run_dir.exists() and not run_dir.is_dir():
-        raise NmtError(f"--run-dir {run_dir}: exists and is not a directory")
+        raise SettingError("run_dir", run_dir, "exists and is not a directory")
     created = not run_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise NmtError(f"--run-dir {run_dir}: cannot create ({e.strerror})") from None
+        raise SettingError("run_dir", run_dir, f"cannot create ({e.strerror})") from None
     return created
 
 
@@ -55,7 +56,7 @@ def _check_empty(run_dir: Path, lock_existed: bool) -> None:
     if any(p.name != LOCK_FILE for p in run_dir.iterdir()):
         if not lock_existed:
             (run_dir / LOCK_FILE).unlink(missing_ok=True)
-        raise NmtError(f"--run-dir {run_dir}: exists and is not empty; choose another directory")
+        raise SettingError("run_dir", run_dir, "exists and is not empty; choose another directory")
 
 
 @contextmanager
@@ -89,36 +90,41 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
         log.info("run %s: %d parameters, vocabulary %d: %d pieces in sources, %d in targets", run_dir,
                  count_parameters(model), config.model.vocab, config.model.source_pieces,
                  config.model.target_pieces)
-        trainer = Trainer(config, model, data, run_dir, device)
+        trainer = Trainer(config, model, data, device, RunWriter(run_dir))
         return _train(trainer, config, data, run_dir, device)
 
 
 BUDGET_KEYS = ("epochs", "max_steps", "max_minutes")
 
 
-def resume_run(run_dir: Path, budget: dict[str, float | int], strict: bool = False) -> TrainState:
+def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> TrainState:
     """Continue a run from last.safetensors: weights, optimiser, RNG, data order and budget.
 
-    ``budget`` may change epochs/max_steps/max_minutes, which count from the run's start.
+    ``budget`` may change epochs/max_steps/max_minutes, which count from the run's start;
+    any other setting in it is refused, since the run goes on with its saved config.
     Every saved file is checked before the first step; the run's lock is held throughout.
     """
+    other = sorted(set(budget) - set(BUDGET_KEYS))
+    if other:
+        raise SettingError("resume", None, "continues a run with its saved config; it cannot take "
+                           + ", ".join(f"{{{name}}}" for name in other), tuple(other))
     if not (run_dir / "config.yaml").is_file():
-        raise NmtError(f"--resume {run_dir}: not a run directory (no config.yaml)")
+        raise SettingError("resume", run_dir, "not a run directory (no config.yaml)")
     with run_lock(run_dir):
         config = read_run_config(run_dir / "config.yaml").replace(**budget)
         device = pick_device(config.train.device)
         configure_cpu(config.train.threads)
         path = run_dir / "last.safetensors"
         tokenizer = Tokenizer(run_dir / "spm.model")
-        checkpoint.check_tokenizer(tokenizer, config.model)
-        tensors, meta = checkpoint.read(path, checkpoint.skeleton(config.model), training=True)
+        loading.check_tokenizer(tokenizer, config.model)
+        tensors, meta = checkpoint.read(path, loading.skeleton(config.model), training=True)
         state = TrainState.restore(checkpoint.train_state(meta, path), path)
         model = build_model(config.model, PAD_ID)
         checkpoint.load_model_weights(model, tensors, path)
         optimizer = make_optimizer(model.to(device), config.train.lr, device)
         checkpoint.load_optimizer(optimizer, tensors, meta, path)
         data = prepare_run_data(config.data, run_dir, strict, tokenizer)
-        trainer = Trainer(config, model, data, run_dir, device, state, optimizer)
+        trainer = Trainer(config, model, data, device, RunWriter(run_dir), state, optimizer)
         if state.batch_in_epoch >= len(trainer.batches_of_epoch(state.epoch)):
             raise NmtError(f"{path}: its training state does not fit the run's data")
         try:

@@ -1,4 +1,5 @@
-"""Decoding: batched greedy search over ``Seq2Seq.encode`` / ``decoder.step``."""
+"""Decoding: batched greedy and beam search over :class:`nmt.interface.TranslationModel`
+(``encode``, ``step``, ``logits``, ``piece_ids`` and the state's ``select``/``reorder_beams``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt.argmax import row_topk
-from nmt.model import Seq2Seq
+from nmt.interface import TranslationModel
 from nmt.tokenizer import BOS_ID, EOS_ID
 
 
@@ -28,7 +29,7 @@ def max_output_lengths(src_len: torch.Tensor, ratio: float, extra: int, cap: int
 
 
 @torch.inference_mode()
-def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
+def greedy_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Tensor,
                   max_len: torch.Tensor, with_scores: bool = True, with_attention: bool = True,
                   argmax: Callable[[torch.Tensor], torch.Tensor] | None = None) -> list[Hypothesis]:
     """Pick the most likely piece at every step until EOS or the sentence's length budget.
@@ -38,7 +39,7 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
     the vocabulary (a seventh of greedy search's time at 8,000 pieces) is skipped; without
     ``with_attention`` the hypotheses' attention is None and never gathered. ``argmax``, when
     given and scores are not wanted, picks each step's logit position from the decoder output
-    (:class:`nmt.argmax.LinearArgmax`: the generator's argmax without its float32 matmul).
+    (:class:`nmt.argmax.LinearArgmax`: the output layer's argmax without its float32 matmul).
 
     :param src: shape (batch, src_len); :param src_len: shape (batch,)
     :param max_len: most pieces to generate per sentence (EOS included), shape (batch,)
@@ -54,15 +55,15 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
     alive = torch.arange(batch, device=device)  # original row of each sentence still decoding
     prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     for step in range(steps):
-        output, state, attn = model.decoder.step(prev, state)
+        output, state, attn = model.step(prev, state)
         if argmax is not None and not with_scores:
             prev = argmax(output)
         else:
-            logits = model.generator(output).float()  # (alive, outputs)
+            logits = model.logits(output).float()  # (alive, outputs)
             best, prev = (t.squeeze(1) for t in row_topk(logits, 1, kernels=model.kernels))
             if with_scores:
                 scores[alive] += best - torch.logsumexp(logits, dim=-1)  # log-probability of the pick
-        prev = model.generator.piece_ids(prev)
+        prev = model.piece_ids(prev)
         tokens[alive, step] = prev
         if weights is not None:
             weights[alive, step] = attn.to(weights.dtype)
@@ -98,7 +99,7 @@ def gnmt_length_penalty(length: int, alpha: float) -> float:
 
 
 @torch.inference_mode()
-def beam_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor, max_len: torch.Tensor,
+def beam_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Tensor, max_len: torch.Tensor,
                 beam: int, length_penalty: float = 0.0, nbest: int = 1,
                 with_attention: bool = True) -> list[list[Hypothesis]]:
     """Batched beam search: sentences x beams form one batch; finished sentences leave it.
@@ -128,7 +129,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor, max_le
 class _Beams:
     """The state of a batched beam search; rows are (active sentence, beam) pairs."""
 
-    def __init__(self, model: Seq2Seq, src: torch.Tensor, src_len: torch.Tensor,
+    def __init__(self, model: TranslationModel, src: torch.Tensor, src_len: torch.Tensor,
                  max_len: torch.Tensor, beam: int, alpha: float, nbest: int,
                  with_attention: bool) -> None:
         batch, device = src.size(0), src.device
@@ -149,12 +150,12 @@ class _Beams:
     def advance(self, step: int) -> bool:
         """Expand every beam by one piece; returns whether any sentence is still searching."""
         n, k, width = len(self.active), self.k, self.width
-        output, self.state, attn = self.model.decoder.step(self.prev, self.state)
-        log_probs = torch.log_softmax(self.model.generator(output).float(), dim=-1)
+        output, self.state, attn = self.model.step(self.prev, self.state)
+        log_probs = torch.log_softmax(self.model.logits(output).float(), dim=-1)
         vocab = log_probs.size(-1)
         cand = (self.scores.view(n * width, 1) + log_probs).view(n, width * vocab)
         top_scores, top = row_topk(cand, 2 * k, kernels=self.model.kernels)  # (n, 2k), best first
-        origin, token = top // vocab, self.model.generator.piece_ids(top % vocab)
+        origin, token = top // vocab, self.model.piece_ids(top % vocab)
         rows = torch.arange(n, device=cand.device).unsqueeze(1) * width + origin  # (n, 2k)
         is_eos = token == EOS_ID
         last = (step + 1 >= self.max_len).unsqueeze(1)  # (n, 1)

@@ -15,6 +15,7 @@ from nmt.fileio import atomic_path
 log = logging.getLogger(__name__)
 
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+SPECIALS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
 
 
 _TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)")

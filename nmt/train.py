@@ -2,6 +2,11 @@
 
 Training stops at the first budget reached (epochs, total steps or wall-clock minutes, all
 counted from the run's start, across resumes), or on SIGINT/SIGTERM, after saving.
+
+The loop computes and decides; it shows and writes nothing itself. It reports to a
+:class:`TrainCallbacks` (progress, validation records, checkpoints to keep), so that what is
+shown and written, and by which process, is decided in one place: :class:`nmt.run_writer.RunWriter`
+for ``nmt train``, the silent base class for ``nmt bench``.
 """
 from __future__ import annotations
 
@@ -19,7 +24,6 @@ from typing import Iterator
 
 import torch
 
-from nmt import checkpoint
 from nmt.batching import Batch, bucket_batches, make_batch
 from nmt.config import RunConfig
 from nmt.devices import autocast, describe
@@ -28,10 +32,8 @@ from nmt.errors import NmtError
 from nmt.fileio import atomic_write_text
 from nmt.loss import batch_loss
 from nmt.metrics import bleu
-from nmt.model import Seq2Seq
-from nmt.plotting import plot_training_curve
+from nmt.interface import TranslationModel
 from nmt.prepare import RunData
-from nmt.progress import TrainProgress
 from nmt.translate import Translator
 
 log = logging.getLogger(__name__)
@@ -85,20 +87,42 @@ def _fits(value: object, default: object) -> bool:
     return isinstance(value, type(default))
 
 
-def make_optimizer(model: Seq2Seq, lr: float, device: torch.device) -> torch.optim.Optimizer:
+def make_optimizer(model: TranslationModel, lr: float, device: torch.device) -> torch.optim.Optimizer:
     """Adam; fused (one kernel for all parameters, not a loop of small ops per tensor) where
     the device has it."""
     return torch.optim.Adam(model.parameters(), lr=lr, fused=device.type in ("cpu", "cuda"))
 
 
-class Trainer:
-    """Trains ``model`` on ``data`` into ``run_dir`` under ``config``."""
+class TrainCallbacks:
+    """What the loop reports. This base class does nothing with it: a process that must stay
+    quiet (``nmt bench``'s timed training) uses it as it is."""
 
-    def __init__(self, config: RunConfig, model: Seq2Seq, data: RunData, run_dir: Path,
-                 device: torch.device, state: TrainState | None = None,
+    def started(self, state: TrainState, total_steps: int | None, max_minutes: float | None) -> None:
+        """Training begins (or resumes) at ``state``; ``total_steps`` None: bound by minutes only."""
+
+    def stepped(self, state: TrainState, loss: float, tokens: int, sentences: int) -> None:
+        """An optimiser step was taken on a batch of ``tokens`` target pieces."""
+
+    def validated(self, state: TrainState, record: dict) -> None:
+        """A validation ended with these figures (none without a validation set)."""
+
+    def save(self, name: str, model: TranslationModel, optimizer: torch.optim.Optimizer | None,
+             state: dict) -> None:
+        """Keep these weights as ``name`` (``best`` or ``last``; ``last`` with the optimiser)."""
+
+    def finished(self, state: TrainState) -> None:
+        """Training ended, its last checkpoint saved (also after an error)."""
+
+
+class Trainer:
+    """Trains ``model`` on ``data`` under ``config``, reporting to ``callbacks``."""
+
+    def __init__(self, config: RunConfig, model: TranslationModel, data: RunData,
+                 device: torch.device, callbacks: TrainCallbacks, state: TrainState | None = None,
                  optimizer: torch.optim.Optimizer | None = None) -> None:
         self.t = config.train
-        self.model, self.data, self.run_dir, self.device = use_kernels(model, self.t.kernels), data, run_dir, device
+        self.model, self.data, self.device = use_kernels(model, self.t.kernels), data, device
+        self.callbacks = callbacks
         self.state = state or TrainState()
         self.optimizer = optimizer or make_optimizer(model, self.t.lr, device)
         # float16 autocast on CUDA needs loss scaling; elsewhere the scaler is a no-op.
@@ -172,20 +196,22 @@ class Trainer:
         log.info("training on %s from step %d", describe(self.device), self.state.step)
         self.model.train()
         steps_per_epoch = len(self.batches_of_epoch(0))
-        with _stop_signals(self), TrainProgress(self.total_steps(steps_per_epoch),
-                                                self.t.max_minutes) as progress:
-            progress.update(self.state)
-            while self.budget_left() and not self.stop_reason:
-                self._run_epoch(progress)
-        if self.stop_reason:
-            log.warning("stopping: %s; the last checkpoint is step %d", self.stop_reason,
-                        self.state.step)
-        elif self.last_valid_step != self.state.step:
-            self.validate(scheduled=False)
-        self.save_last()
+        self.callbacks.started(self.state, self.total_steps(steps_per_epoch), self.t.max_minutes)
+        try:
+            with _stop_signals(self):
+                while self.budget_left() and not self.stop_reason:
+                    self._run_epoch()
+            if self.stop_reason:
+                log.warning("stopping: %s; the last checkpoint is step %d", self.stop_reason,
+                            self.state.step)
+            elif self.last_valid_step != self.state.step:
+                self.validate(scheduled=False)
+            self.save_last()
+        finally:
+            self.callbacks.finished(self.state)
         return self.state
 
-    def _run_epoch(self, progress: TrainProgress) -> None:
+    def _run_epoch(self) -> None:
         """Train the rest of the current epoch, validating on schedule.
 
         Counters advance with every step taken, and an epoch's end is booked right after its
@@ -205,20 +231,19 @@ class Trainer:
             s.target_tokens, s.sentences = s.target_tokens + batch.n_tokens, s.sentences + len(index)
             took = time.monotonic() - start
             s.elapsed, s.step_seconds = s.elapsed + took, s.step_seconds + took
-            progress.step(s, loss, batch.n_tokens, len(index))
+            self.callbacks.stepped(s, loss, batch.n_tokens, len(index))
             epoch_done = s.batch_in_epoch == len(batches)
             if epoch_done:
                 s.epoch, s.batch_in_epoch = s.epoch + 1, 0
             if self.validation_due(epoch_done, len(batches)):
-                self._timed_validate(progress)
+                self._timed_validate()
             if epoch_done or not self.budget_left() or self.stop_reason:
                 return  # a new epoch starts from its own batch order
 
-    def _timed_validate(self, progress: TrainProgress) -> None:
+    def _timed_validate(self) -> None:
         start = time.monotonic()
         self.validate(scheduled=True)
         self.state.elapsed += time.monotonic() - start
-        progress.update(self.state)
 
     @torch.inference_mode()
     def valid_loss(self) -> float:
@@ -241,7 +266,7 @@ class Trainer:
         s = self.state
         self.last_valid_step = s.step
         if not self.valid:  # nothing to select on: the newest weights are the best we know
-            checkpoint.save(self.run_dir / "best.safetensors", self.model, state={"step": s.step})
+            self.callbacks.save("best", self.model, None, {"step": s.step})
             self.save_last()
             return {}
         loss = self.valid_loss()
@@ -257,7 +282,7 @@ class Trainer:
                   "train_tokens_per_s": round(s.target_tokens / max(s.step_seconds, 1e-9), 1)}
         log.info("step %d  valid loss %.3f  ppl %.2f  BLEU %.2f  lr %.2g", s.step, loss,
                  record["valid_ppl"], score, self.lr)
-        self._log_metrics(record)
+        self.callbacks.validated(s, record)
         if scheduled:
             self._schedule(loss, score)
         self.save_best_if(score)
@@ -277,28 +302,16 @@ class Trainer:
             self.stop_reason = (f"early stopping: validation BLEU has not improved for "
                                 f"{s.stale_validations} validations")
 
-    def _log_metrics(self, record: dict) -> None:
-        """Append to metrics.jsonl and redraw curve.png from all records so far."""
-        path = self.run_dir / "metrics.jsonl"
-        try:
-            with open(path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
-        except OSError as e:
-            raise NmtError(f"{path}: cannot write ({e.strerror})") from None
-        plot_training_curve(read_metrics(path), self.run_dir / "curve.png")
-
     def save_best_if(self, score: float) -> None:
         """Keep the weights with the best validation BLEU; on a tie the newer, more trained ones."""
         s = self.state
         if score >= s.best_bleu:
             s.best_bleu, s.best_bleu_step = score, s.step
-            checkpoint.save(self.run_dir / "best.safetensors", self.model,
-                            state={"step": s.step, "valid_bleu": score})
+            self.callbacks.save("best", self.model, None, {"step": s.step, "valid_bleu": score})
 
     def save_last(self) -> None:
         self.state.scaler = self.scaler.state_dict()
-        checkpoint.save(self.run_dir / "last.safetensors", self.model, self.optimizer,
-                        dataclasses.asdict(self.state))
+        self.callbacks.save("last", self.model, self.optimizer, dataclasses.asdict(self.state))
 
 
 _METRIC_KEYS = ("step", "valid_loss", "valid_bleu")

@@ -12,7 +12,7 @@ from nmt.batching import length_sorted_chunks, make_batch
 from nmt.corpus import normalize
 from nmt.devices import autocast
 from nmt.errors import NmtError
-from nmt.model import Seq2Seq
+from nmt.interface import TranslationModel
 from nmt.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from nmt.tokenizer import Tokenizer
 
@@ -34,11 +34,11 @@ class Translator:
     ``reference``, see :mod:`nmt.kernels`).
     """
 
-    def __init__(self, model: Seq2Seq, tokenizer: Tokenizer, device: torch.device,
+    def __init__(self, model: TranslationModel, tokenizer: Tokenizer, device: torch.device,
                  beam: int = 1, length_penalty: float = 0.0, max_src_pieces: int = 256,
                  len_ratio: float = 2.0, len_extra: int = 10, workers: int = 0) -> None:
         self.model, self.tokenizer, self.device = model, tokenizer, device
-        outputs = model.generator.proj.out_features
+        outputs = model.output_layer.out_features
         if beam > 1 and 2 * beam > outputs:  # each step ranks 2 * beam of the first step's outputs
             raise NmtError(f"beam size {beam} is too large for this model: it outputs {outputs} "
                            f"pieces, so the beam can hold at most {outputs // 2}")
@@ -78,7 +78,7 @@ class Translator:
     def _greedy_argmax(self) -> LinearArgmax | None:
         """The generator's certified int8 argmax for greedy search on CPU, rebuilt only when
         its weights change (training updates them in place, which bumps their version)."""
-        proj = self.model.generator.proj
+        proj = self.model.output_layer
         if (self.beam != 1 or self.device.type != "cpu" or self.model.kernels != "fast"
                 or not LinearArgmax.available(proj)):
             return None

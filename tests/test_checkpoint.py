@@ -4,7 +4,7 @@ import shutil
 import pytest
 import torch
 
-from nmt import checkpoint
+from nmt import checkpoint, loading
 from nmt.batching import make_batch
 from nmt.config import build_config, save_config
 from nmt.errors import NmtError
@@ -49,7 +49,7 @@ def test_load_run_rebuilds_from_directory_alone(tmp_path, tokenizer):
     shutil.copy(tokenizer.model_path, tmp_path / "spm.model")
     model = tiny_model(tokenizer.vocab_size)
     checkpoint.save(tmp_path / "best.safetensors", model)
-    _, loaded, _ = checkpoint.load_run(tmp_path, torch.device("cpu"))
+    _, loaded, _ = loading.load_run(tmp_path, torch.device("cpu"))
     for a, b in zip(_outputs(model), _outputs(loaded)):
         assert torch.equal(a, b)
 

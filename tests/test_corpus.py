@@ -18,7 +18,7 @@ def test_read_tsv_keeps_good_lines_and_counts_skips(tmp_path):
     assert report.kept == 2
     assert dict(report.skipped) == {"lines without a tab": 1, "empty side": 1, "invalid UTF-8": 1}
     assert report.examples["lines without a tab"] == [2]
-    with pytest.raises(NmtError, match="--strict"):
+    with pytest.raises(NmtError, match="^strict: "):
         read_tsv(path, strict=True)
 
 

@@ -57,7 +57,7 @@ def test_an_empty_test_set_is_a_clear_error(tmp_path):
 
     save_config(RunConfig(), tmp_path / "config.yaml")
     (tmp_path / "test.tsv").write_text("")
-    with pytest.raises(NmtError, match="--test-size 0"):
+    with pytest.raises(NmtError, match=r"trained with test_size 0\); score files with src and ref"):
         run_test_set(tmp_path)
     (tmp_path / "src").write_text("")
     (tmp_path / "ref").write_text("")

@@ -62,7 +62,7 @@ def test_teacher_forcing_computes_what_step_by_step_decoding_computes(decoder, l
     outputs, attn = model(batch.src, batch.src_len, batch.tgt_in)
     state = model.encode(batch.src, batch.src_len)
     for i in range(batch.tgt_in.size(1)):
-        output, state, weights = model.decoder.step(batch.tgt_in[:, i], state)
+        output, state, weights = model.step(batch.tgt_in[:, i], state)
         torch.testing.assert_close(outputs[:, i], output, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(attn[:, i], weights, rtol=1e-5, atol=1e-6)
 

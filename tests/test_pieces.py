@@ -98,5 +98,5 @@ def test_a_side_restricted_model_teacher_forces_as_it_decodes():
     outputs, _ = model(batch.src, batch.src_len, batch.tgt_in)
     state = model.encode(batch.src, batch.src_len)
     for i, prev in enumerate(batch.tgt_in[0]):
-        out, state, _ = model.decoder.step(prev.view(1), state)
+        out, state, _ = model.step(prev.view(1), state)
         torch.testing.assert_close(out[0], outputs[0, i], rtol=1e-5, atol=1e-6)

@@ -15,8 +15,8 @@ def _log_probs(model, src, src_len, steps=4):
     prev = torch.full((src.size(0),), BOS_ID)
     out = []
     for step in range(steps):
-        output, state, _ = model.decoder.step(prev, state)
-        out.append(torch.log_softmax(model.generator(output), -1))
+        output, state, _ = model.step(prev, state)
+        out.append(torch.log_softmax(model.logits(output), -1))
         prev = (prev + step + 3) % 50 + 5
     return torch.stack(out)
 
@@ -68,11 +68,11 @@ def test_int8_walks_module_types_and_refuses_a_model_with_nothing_to_quantize(at
 def test_decoding_device_int8_is_cpu_only(monkeypatch):
     assert decoding_device("int8", "auto").type == "cpu"
     assert decoding_device("fp32", "cpu").type == "cpu"
-    with pytest.raises(NmtError, match="--precision int16"):
+    with pytest.raises(NmtError, match="^precision int16: use fp32 or int8"):
         decoding_device("int16", "cpu")
     import nmt.devices
     monkeypatch.setattr(nmt.devices, "pick_device", lambda spec: torch.device("cuda"))
-    with pytest.raises(NmtError, match="--precision int8 runs on CPU only"):
+    with pytest.raises(NmtError, match=r"^precision int8: runs on CPU only, not device cuda; use device cpu or precision fp32"):
         decoding_device("int8", "cuda")
 
 

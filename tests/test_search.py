@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from nmt.batching import make_batch
@@ -16,8 +17,8 @@ def test_greedy_matches_a_manual_step_by_step_argmax():
     state = model.encode(batch.src, batch.src_len)
     prev, tokens = torch.tensor([BOS_ID]), []
     for _ in range(10):
-        out, state, _ = model.decoder.step(prev, state)
-        prev = model.generator(out).argmax(-1)
+        out, state, _ = model.step(prev, state)
+        prev = model.logits(out).argmax(-1)
         if int(prev) == EOS_ID:
             break
         tokens.append(int(prev))
@@ -43,8 +44,8 @@ def _sequence_log_prob(model, src_ids, tokens, ended):
     state = model.encode(batch.src, batch.src_len)
     total, prev = 0.0, BOS_ID
     for tok in tokens + ([EOS_ID] if ended else []):
-        out, state, _ = model.decoder.step(torch.tensor([prev]), state)
-        total += float(torch.log_softmax(model.generator(out), -1)[0, tok].detach())
+        out, state, _ = model.step(torch.tensor([prev]), state)
+        total += float(torch.log_softmax(model.logits(out), -1)[0, tok].detach())
         prev = tok
     return total
 
@@ -161,3 +162,69 @@ def test_early_stop_keeps_the_nbest_lists_and_saves_steps(monkeypatch):
                 assert early == full
                 saved[alpha] += full_rows - early_rows
     assert saved[0.0] > 0, saved
+
+
+# --- search over the interface alone ------------------------------------------------------
+
+class _BigramState:
+    """A fake model's state: the source lengths (for attention) and the steps taken per row."""
+
+    def __init__(self, src_len, steps):
+        self.src_len, self.steps = src_len, steps
+
+    def select(self, index):
+        return _BigramState(self.src_len[index], self.steps[index])
+
+    def reorder_beams(self, index):
+        return self.select(index)
+
+
+class _BigramModel:
+    """Implements only nmt.interface.TranslationModel's decoding half: the next piece's
+    probabilities depend on the previous piece alone, from a table. Logit position p is
+    piece id p + 2 (positions need not be ids). Attention is uniform over the real source."""
+
+    kernels, training = "reference", False
+    A, B, C = 4, 5, 6  # piece ids
+
+    def __init__(self):
+        probs = torch.full((7, 7), 1e-6)
+        probs[BOS_ID, [self.A, self.B, EOS_ID]] = torch.tensor([0.5, 0.4, 0.1])
+        probs[self.A, [self.A, self.C, EOS_ID]] = torch.tensor([0.325, 0.325, 0.35])
+        probs[self.B, [EOS_ID, self.C]] = torch.tensor([0.9, 0.1])
+        probs[self.C, [self.C, EOS_ID]] = torch.tensor([0.5, 0.5])
+        self.table = (probs / probs.sum(1, keepdim=True)).log()[:, 2:]  # positions: ids 2..6
+
+    def encode(self, src, src_len):
+        return _BigramState(src_len, torch.zeros_like(src_len))
+
+    def step(self, prev, state):
+        width = int(state.src_len.max())
+        attention = (torch.arange(width) < state.src_len.unsqueeze(1)).float()
+        attention = attention / state.src_len.unsqueeze(1)
+        return self.table[prev], _BigramState(state.src_len, state.steps + 1), attention
+
+    def logits(self, outputs):
+        return outputs  # the table's rows are already log-probabilities
+
+    def piece_ids(self, positions):
+        return positions + 2
+
+
+def test_greedy_and_beam_search_need_only_the_model_interface():
+    model = _BigramModel()
+    src_len = torch.tensor([3, 1, 2])
+    src = torch.full((3, 3), 7)
+    budget = torch.tensor([6, 6, 6])
+    greedy = greedy_search(model, src, src_len, budget)
+    # greedy takes A (0.5), then EOS (0.35 beats 0.325): 0.175 in all
+    assert [h.tokens for h in greedy] == [[model.A]] * 3
+    assert greedy[0].score == pytest.approx(math.log(0.5 * 0.35), abs=1e-5)
+    assert greedy[1].attention.shape == (2, 1) and torch.allclose(greedy[0].attention, torch.tensor(1 / 3))
+    beams = beam_search(model, src, src_len, budget, beam=2, nbest=2)
+    # beam 2 keeps B (0.4), whose EOS (0.9) gives 0.36; the runner-up is greedy's A, EOS
+    assert [[h.tokens for h in hyps] for hyps in beams] == [[[model.B], [model.A]]] * 3
+    assert beams[2][0].score == pytest.approx(math.log(0.4 * 0.9), abs=1e-5)
+    assert beams[2][0].attention.shape == (2, 2)
+    cut = greedy_search(model, src, src_len, torch.tensor([1, 6, 6]))
+    assert cut[0].tokens == [model.A] and cut[0].attention.shape == (1, 3)  # budget ends it

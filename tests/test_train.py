@@ -62,12 +62,12 @@ def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, corpu
 
 
 def test_non_finite_loss_stops_without_touching_the_weights(tmp_path, corpus_file):
-    from nmt import checkpoint
+    from nmt import checkpoint, loading
     from nmt.runs import resume_run
     train_new_run(_config(corpus_file, max_steps=4), tmp_path / "run")
     before = load_file(tmp_path / "run" / "last.safetensors")
     path = tmp_path / "run" / "last.safetensors"
-    tensors, meta = checkpoint.read(path, checkpoint.skeleton(read_run_config(path.parent / "config.yaml").model),
+    tensors, meta = checkpoint.read(path, loading.skeleton(read_run_config(path.parent / "config.yaml").model),
                                     training=True)
     tensors["model.generator.proj.weight"][:] = 3e38  # finite weights whose logits overflow
     from safetensors.torch import save_file

@@ -1,0 +1,75 @@
+"""What the rest of nmt may ask of a model: one interface every model family implements.
+
+Search, the loss, inspection, plotting and quantization use only this, so a second family
+(the Transformer) plugs in beside the GRU seq2seq (:class:`nmt.model.Seq2Seq`) without them
+changing. ``tests/test_search.py`` runs greedy and beam search over a fake model that
+implements nothing else.
+
+Positions and ids: a model scores ``outputs`` logit positions, which need not be the
+tokenizer's ids (a model may score only the pieces its training targets hold);
+:meth:`TranslationModel.piece_ids` maps positions to ids.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import nn
+
+
+class DecoderState(Protocol):
+    """Whatever one decoding step needs (encoder memory, masks, recurrent state, key/value
+    caches); opaque to search, which only keeps, repeats or reorders its sentences."""
+
+    def select(self, index: torch.Tensor) -> DecoderState:
+        """Keep (or repeat) the sentences at ``index``, shape (new_batch,): finished
+        sentences leave, and beam search's first step repeats each sentence k times."""
+
+    def reorder_beams(self, index: torch.Tensor) -> DecoderState:
+        """Like :meth:`select`, for ``index`` that moves each row only among its own
+        sentence's beams: what is equal across those rows (the source) may stay put."""
+
+
+class TranslationModel(Protocol):
+    """An encoder-decoder, as search and training use it."""
+
+    kernels: str  # "fast" or "reference" (nmt.kernels); search reads it for its top-k
+    training: bool
+
+    def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> DecoderState:
+        """Encode once. :param src: shape (batch, src_len) :param src_len: shape (batch,)
+        :return: the initial decoder state"""
+
+    def step(self, prev_tokens: torch.Tensor, state: DecoderState
+             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+        """One decoding step from the previous pieces' ids, shape (batch,).
+
+        :return: outputs for :meth:`logits`, shape (batch, hidden); the new state;
+            attention over the source, shape (batch, src_len), for plots
+        """
+
+    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The teacher-forced pass over BOS-prefixed targets ``tgt_in``, shape (batch, tgt_len).
+
+        :return: outputs, shape (batch, tgt_len, hidden); attention, shape (batch, tgt_len, src_len)
+        """
+
+    def logits(self, outputs: torch.Tensor) -> torch.Tensor:
+        """:param outputs: shape (..., hidden) :return: shape (..., outputs)"""
+
+    def piece_ids(self, positions: torch.Tensor) -> torch.Tensor:
+        """The tokenizer ids of logit positions (same shape)."""
+
+    def loss(self, outputs: torch.Tensor, tgt_out: torch.Tensor, tgt_mask: torch.Tensor,
+             label_smoothing: float = 0.0) -> torch.Tensor:
+        """Summed label-smoothed cross-entropy of :meth:`forward`'s outputs over real targets.
+
+        :param tgt_out: gold next ids, shape (batch, tgt_len)
+        :param tgt_mask: True at real target positions, shape (batch, tgt_len)
+        """
+
+    @property
+    def output_layer(self) -> nn.Module:
+        """The layer :meth:`logits` applies last (an ``nn.Linear`` in float32, or its int8
+        copy): what greedy search's certified argmax reads (:mod:`nmt.argmax`)."""
