@@ -84,9 +84,9 @@ def write_config(work: Path, **overrides: object) -> Path:
 def prepare(run: Path, work: Path, separate_vocab: bool) -> None:
     from nmt.bench import pick_sources
     from nmt.config import read_run_config
+    from nmt.corpus import split_by_source
     from nmt.evaluate import run_test_set
     from nmt.prepare import read_corpus
-    from nmt.corpus import split_by_source
 
     cfg = read_run_config(run / "config.yaml")
     pairs, _ = read_corpus(cfg.data)
@@ -226,8 +226,8 @@ def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32") -> 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import torch
 
-    from nmt.devices import configure_cpu
     from nmt.quantize import load_for_decoding
+    from nmt.runtime.devices import configure_cpu
     from nmt.translate import Translator
 
     configure_cpu(0)

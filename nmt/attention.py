@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 
-
 def masked_softmax(scores: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
     """Softmax over the last axis that gives masked-out positions exactly zero weight.
 

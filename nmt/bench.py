@@ -24,12 +24,12 @@ import torch
 from nmt import __version__
 from nmt.batching import Batch, make_batch
 from nmt.config import RunConfig
-from nmt.devices import configure_cpu, describe, pick_device, synchronize
 from nmt.flops import matmul_peak_flops, training_flops
+from nmt.kernels import use_kernels
 from nmt.model import build_model, count_parameters
 from nmt.prepare import prepare_run_data
-from nmt.kernels import use_kernels
 from nmt.quantize import load_for_decoding
+from nmt.runtime.devices import configure_cpu, describe, pick_device, synchronize
 from nmt.search import DEFAULT_LENGTH_PENALTY
 from nmt.tokenizer import PAD_ID
 from nmt.train import TrainCallbacks, Trainer
@@ -162,8 +162,8 @@ def pick_sources(sources: list[str], n: int, seed: int = 1) -> list[str]:
 
 def translation_run(checkpoint: Path | None) -> Path | None:
     """The run to translate with: the one given, else the newest in checkpoints/, else None."""
-    from nmt.loading import latest_run
     from nmt.errors import NmtError
+    from nmt.loading import latest_run
 
     if checkpoint is not None:
         return checkpoint

@@ -185,10 +185,10 @@ def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
 
 def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
                      length_penalty: float = 0.0, precision: str = "fp32", kernels: str = "fast") -> Any:
-    from nmt.loading import latest_run
-    from nmt.devices import configure_cpu
     from nmt.kernels import use_kernels
+    from nmt.loading import latest_run
     from nmt.quantize import decoding_device, load_for_decoding
+    from nmt.runtime.devices import configure_cpu
     from nmt.translate import Translator
 
     _at_least("--beam", beam)
@@ -268,8 +268,8 @@ def eval_(
     kernels: KernelsOpt = "fast",
 ) -> None:
     """Score a run with sacrebleu (detokenised output against raw references)."""
-    from nmt.loading import latest_run
     from nmt.evaluate import evaluate, file_test_set, run_test_set
+    from nmt.loading import latest_run
     from nmt.output import score_json, score_table
 
     with _user_errors():
@@ -329,9 +329,9 @@ def info(
     """Print a run's model card: architecture, sizes, data, training and library versions."""
     import json
 
-    from nmt.loading import latest_run
     from nmt.display import key_value_table
     from nmt.inspect import model_card
+    from nmt.loading import latest_run
 
     with _user_errors():
         card = model_card(checkpoint or latest_run())
@@ -373,8 +373,8 @@ def bench(
     import json
 
     from nmt.bench import run_bench, translation_run
-    from nmt.loading import weights_file
     from nmt.config import read_run_config
+    from nmt.loading import weights_file
     from nmt.output import bench_table
     from nmt.quantize import decoding_device
 

@@ -239,7 +239,7 @@ def build_config(file_options: dict[str, Any], cli_options: dict[str, Any]) -> R
 
 
 def save_config(config: RunConfig, path: Path) -> None:
-    from nmt.fileio import atomic_write_text
+    from nmt.runtime.fileio import atomic_write_text
     atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
 
 

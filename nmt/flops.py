@@ -15,9 +15,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from nmt.batching import Batch
-from nmt.devices import synchronize
-from nmt.loss import batch_loss
 from nmt.interface import TranslationModel
+from nmt.loss import batch_loss
+from nmt.runtime.devices import synchronize
 
 
 def training_flops(model: TranslationModel, batches: Iterable[Batch], label_smoothing: float) -> int:

@@ -5,12 +5,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nmt.checkpoint import read_header_checked
-from nmt.loading import skeleton, weights_file
 from nmt.config import RunConfig, read_run_config
 from nmt.errors import NmtError
+from nmt.loading import skeleton, weights_file
 from nmt.model import count_parameters, describe
 from nmt.plotting import AttentionPanel
+from nmt.runtime.checkpoint import read_header_checked
 from nmt.train import read_metrics
 from nmt.translate import Translator
 

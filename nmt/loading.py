@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from nmt.checkpoint import load_model_weights, read
 from nmt.config import ModelConfig, RunConfig, read_run_config
 from nmt.errors import NmtError, SettingError
 from nmt.model import build_model
+from nmt.runtime.checkpoint import load_model_weights, read
 from nmt.tokenizer import PAD_ID, Tokenizer
 
 

@@ -8,7 +8,6 @@ translates tokenizer ids to row positions and back; unknown pieces map to UNK's 
 """
 from __future__ import annotations
 
-
 import torch
 from torch import nn
 

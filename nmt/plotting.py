@@ -8,7 +8,7 @@ from typing import Any, Callable
 import torch
 
 from nmt.errors import NmtError
-from nmt.fileio import atomic_path
+from nmt.runtime.fileio import atomic_path
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 

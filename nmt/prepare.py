@@ -15,7 +15,7 @@ from pathlib import Path
 from nmt.config import DataConfig, RunConfig
 from nmt.corpus import ReadReport, Split, parallel_pairs, read_parallel, read_tsv, split_by_source
 from nmt.errors import NmtError, SettingError
-from nmt.fileio import atomic_path, atomic_write_lines
+from nmt.runtime.fileio import atomic_path, atomic_write_lines
 from nmt.sequences import Sequences
 from nmt.tokenizer import SPECIALS, Tokenizer
 

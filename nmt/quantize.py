@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from nmt.loading import load_run
 from nmt.errors import NmtError, SettingError
 from nmt.interface import TranslationModel
+from nmt.loading import load_run
 
 PRECISIONS = ("fp32", "int8")
 _QUANTIZABLE = (torch.nn.GRU, torch.nn.Linear)
@@ -54,7 +54,7 @@ def quantize_int8(model: TranslationModel) -> TranslationModel:
 def decoding_device(precision: str, spec: str) -> torch.device:
     """The device to decode on at ``precision``, given the device setting ``spec``; int8 runs
     on CPU only, so there ``auto`` means CPU."""
-    from nmt.devices import pick_device
+    from nmt.runtime.devices import pick_device
 
     if precision not in PRECISIONS:
         raise SettingError("precision", precision, f"use {' or '.join(PRECISIONS)}")

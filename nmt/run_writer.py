@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
-from nmt import checkpoint
 from nmt.errors import NmtError
 from nmt.interface import TranslationModel
 from nmt.plotting import plot_training_curve
 from nmt.progress import TrainProgress
+from nmt.runtime import checkpoint
 from nmt.train import TrainCallbacks, TrainState, read_metrics
 
 

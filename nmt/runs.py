@@ -14,17 +14,17 @@ import sacrebleu
 import sentencepiece
 import torch
 
-from nmt import __version__
-from nmt import checkpoint, loading
+from nmt import __version__, loading
 from nmt.config import RunConfig, read_run_config, save_config
-from nmt.devices import describe, pick_device, configure_cpu
 from nmt.errors import NmtError, SettingError
-from nmt.fileio import atomic_write_text
-from nmt.lock import LOCK_FILE, run_lock
 from nmt.model import build_model, count_parameters
 from nmt.prepare import RunData, absolute_sources, prepare_run_data
-from nmt.tokenizer import PAD_ID, Tokenizer
 from nmt.run_writer import RunWriter
+from nmt.runtime import checkpoint
+from nmt.runtime.devices import configure_cpu, describe, pick_device
+from nmt.runtime.fileio import atomic_write_text
+from nmt.runtime.lock import LOCK_FILE, run_lock
+from nmt.tokenizer import PAD_ID, Tokenizer
 from nmt.train import Trainer, TrainState, make_optimizer, trim_metrics
 
 log = logging.getLogger(__name__)

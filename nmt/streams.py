@@ -13,7 +13,7 @@ from rich.console import Console
 
 from nmt.corpus import read_lines, read_text_lines
 from nmt.errors import NmtError
-from nmt.fileio import atomic_path, check_writable, same_file
+from nmt.runtime.fileio import atomic_path, check_writable, same_file
 
 
 def input_lines(path: Path | None) -> list[str]:
@@ -78,7 +78,7 @@ def is_stdout(output: Path | None) -> bool:
 
 def write_output(lines: Iterable[str], output: Path | None, flag: str = "--output") -> None:
     """Write lines to stdout as they come, or to the file ``output`` once all are done
-    (atomically, see :func:`nmt.fileio.atomic_path`)."""
+    (atomically, see :func:`nmt.runtime.fileio.atomic_path`)."""
     if is_stdout(output):
         return to_stdout(line + "\n" for line in lines)
     if output.is_dir():

@@ -7,10 +7,11 @@ import logging
 import os
 import re
 from pathlib import Path
+
 import sentencepiece as spm
 
 from nmt.errors import NmtError
-from nmt.fileio import atomic_path
+from nmt.runtime.fileio import atomic_path
 
 log = logging.getLogger(__name__)
 

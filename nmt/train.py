@@ -26,14 +26,14 @@ import torch
 
 from nmt.batching import Batch, bucket_batches, make_batch
 from nmt.config import RunConfig
-from nmt.devices import autocast, describe
-from nmt.kernels import use_kernels
 from nmt.errors import NmtError
-from nmt.fileio import atomic_write_text
+from nmt.interface import TranslationModel
+from nmt.kernels import use_kernels
 from nmt.loss import batch_loss
 from nmt.metrics import bleu
-from nmt.interface import TranslationModel
 from nmt.prepare import RunData
+from nmt.runtime.devices import autocast, describe
+from nmt.runtime.fileio import atomic_write_text
 from nmt.translate import Translator
 
 log = logging.getLogger(__name__)

@@ -98,6 +98,7 @@ def test_exactly_tied_outputs_go_to_the_first_as_float32_max_does():
 @needs_fbgemm
 def test_greedy_search_picks_the_same_pieces_with_the_certified_argmax():
     from conftest import tiny_model
+
     from nmt.batching import make_batch
     from nmt.search import greedy_search
 

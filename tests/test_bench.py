@@ -1,8 +1,8 @@
 import json
 
-from nmt.bench import PeakRSS, pick_sources
-
 from conftest import nmt
+
+from nmt.bench import PeakRSS, pick_sources
 
 
 def test_peak_rss_sees_an_allocation():

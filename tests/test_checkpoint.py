@@ -3,13 +3,13 @@ import shutil
 
 import pytest
 import torch
+from conftest import tiny_model
 
-from nmt import checkpoint, loading
+from nmt import loading
 from nmt.batching import make_batch
 from nmt.config import build_config, save_config
 from nmt.errors import NmtError
-
-from conftest import tiny_model
+from nmt.runtime import checkpoint
 
 
 def _outputs(model):

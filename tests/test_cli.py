@@ -2,7 +2,6 @@
 import json
 
 import pytest
-
 from conftest import make_pairs, nmt, write_tsv
 
 
@@ -125,6 +124,7 @@ def test_nbest_and_json_output(memorised_run):
 
 def test_attn_plot_and_info(memorised_run, tmp_path):
     import json
+
     from PIL import Image
     run, train_pairs = memorised_run
     out = tmp_path / "attn.png"

@@ -13,14 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, TINY, make_pairs, nmt
 from PIL import Image
 from safetensors.torch import load_file, save_file
 
-from nmt import checkpoint
 from nmt.errors import NmtError
 from nmt.runs import resume_run
-
-from conftest import ROOT, TINY, make_pairs, nmt
+from nmt.runtime import checkpoint
 
 
 def _clean_error(result, *needles):

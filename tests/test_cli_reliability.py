@@ -9,10 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from nmt import checkpoint
-
 from conftest import ROOT, TINY, make_pairs, nmt
+
+from nmt.runtime import checkpoint
 
 
 def _start_training(corpus, run, log, *extra):

@@ -2,14 +2,13 @@
 Skipped without CUDA; benchmarks/gpu_check.sh runs them on a GPU machine."""
 import pytest
 import torch
+from conftest import tiny_model
+from test_train import _config
 
 from nmt.batching import make_batch
 from nmt.flops import matmul_peak_flops
 from nmt.search import beam_search, greedy_search
 from nmt.translate import Translator
-
-from conftest import tiny_model
-from test_train import _config
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -1,11 +1,10 @@
 """The library names settings; the CLI names flags."""
 import pytest
+from conftest import nmt
 
-from nmt.devices import pick_device
 from nmt.errors import SettingError
 from nmt.runs import resume_run
-
-from conftest import nmt
+from nmt.runtime.devices import pick_device
 
 
 def test_a_setting_error_names_settings_in_the_library_and_flags_in_the_cli():

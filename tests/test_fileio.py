@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from nmt.fileio import atomic_path, atomic_write_text, check_writable, same_file
+from nmt.runtime.fileio import atomic_path, atomic_write_text, check_writable, same_file
 
 
 def test_a_new_file_gets_the_usual_mode_and_no_temporary_is_left(tmp_path):

@@ -1,10 +1,9 @@
 import pytest
 import torch
+from conftest import tiny_model
 
 from nmt.batching import make_batch
 from nmt.flops import matmul_peak_flops, training_flops
-
-from conftest import tiny_model
 
 
 def test_a_batchs_flops_are_its_sentences_flops_when_nothing_is_padded():

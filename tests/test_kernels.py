@@ -3,13 +3,12 @@ import random
 
 import pytest
 import torch
+from conftest import tiny_model
 
 from nmt.batching import make_batch
 from nmt.kernels import use_kernels
 from nmt.loss import batch_loss
 from nmt.search import beam_search, greedy_search
-
-from conftest import tiny_model
 
 VOCAB = 40
 

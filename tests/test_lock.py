@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from nmt.lock import LOCK_FILE, RunInUse, run_lock
+from nmt.runtime.lock import LOCK_FILE, RunInUse, run_lock
 
-HOLD = "import sys, time; from pathlib import Path; from nmt.lock import run_lock\n" \
+HOLD = "import sys, time; from pathlib import Path; from nmt.runtime.lock import run_lock\n" \
        "with run_lock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)\n"
 
 

@@ -1,6 +1,5 @@
-import torch
-
 import pytest
+import torch
 import torch.nn.functional as F
 
 from nmt.loss import masked_cross_entropy

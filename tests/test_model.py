@@ -1,11 +1,10 @@
 import pytest
 import torch
+from conftest import tiny_model
 
 from nmt.batching import make_batch
 from nmt.model import count_parameters
 from nmt.search import greedy_search
-
-from conftest import tiny_model
 
 
 def _decode(model, seqs):

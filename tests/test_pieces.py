@@ -4,12 +4,12 @@ import dataclasses
 import torch
 
 from nmt.batching import make_batch
-from nmt.checkpoint import load_model_weights, read, save
 from nmt.config import ModelConfig
 from nmt.loss import masked_cross_entropy
 from nmt.model import Generator, build_model
 from nmt.pieces import PieceMap
 from nmt.prepare import prepare_run_data
+from nmt.runtime.checkpoint import load_model_weights, read, save
 from nmt.search import beam_search, greedy_search
 from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 

@@ -1,8 +1,8 @@
 import pytest
 import torch
+from conftest import tiny_model
 from torch import nn
 
-from conftest import tiny_model
 from nmt.errors import NmtError
 from nmt.quantize import decoding_device, quantizable, quantize_int8
 from nmt.tokenizer import BOS_ID
@@ -70,8 +70,8 @@ def test_decoding_device_int8_is_cpu_only(monkeypatch):
     assert decoding_device("fp32", "cpu").type == "cpu"
     with pytest.raises(NmtError, match="^precision int16: use fp32 or int8"):
         decoding_device("int16", "cpu")
-    import nmt.devices
-    monkeypatch.setattr(nmt.devices, "pick_device", lambda spec: torch.device("cuda"))
+    import nmt.runtime.devices
+    monkeypatch.setattr(nmt.runtime.devices, "pick_device", lambda spec: torch.device("cuda"))
     with pytest.raises(NmtError, match=r"^precision int8: runs on CPU only, not device cuda; use device cpu or precision fp32"):
         decoding_device("int8", "cuda")
 

@@ -2,12 +2,11 @@ import math
 
 import pytest
 import torch
+from conftest import tiny_model
 
 from nmt.batching import make_batch
 from nmt.search import beam_search, greedy_search, max_output_lengths
 from nmt.tokenizer import BOS_ID, EOS_ID
-
-from conftest import tiny_model
 
 
 def test_greedy_matches_a_manual_step_by_step_argmax():

@@ -62,8 +62,9 @@ def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, corpu
 
 
 def test_non_finite_loss_stops_without_touching_the_weights(tmp_path, corpus_file):
-    from nmt import checkpoint, loading
+    from nmt import loading
     from nmt.runs import resume_run
+    from nmt.runtime import checkpoint
     train_new_run(_config(corpus_file, max_steps=4), tmp_path / "run")
     before = load_file(tmp_path / "run" / "last.safetensors")
     path = tmp_path / "run" / "last.safetensors"
@@ -130,6 +131,7 @@ def test_a_budget_ending_on_an_epoch_boundary_resumes_exactly(tmp_path, corpus_f
 
 def test_resume_refuses_a_changed_corpus_and_works_from_elsewhere(tmp_path, corpus_file, monkeypatch):
     import pytest
+
     from nmt.errors import NmtError
     from nmt.runs import resume_run
     corpus = tmp_path / "corpus.tsv"

@@ -1,10 +1,9 @@
-from nmt.translate import Translator
-
 import torch
+from conftest import tiny_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import tiny_model
+from nmt.translate import Translator
 
 
 def test_output_lines_match_input_lines_and_empty_stays_empty(tokenizer):

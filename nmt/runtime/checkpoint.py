@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import nn
 
 from nmt import __version__
 from nmt.errors import NmtError
-from nmt.fileio import atomic_path
+from nmt.runtime.fileio import atomic_path
 
 FORMAT = "nmt-checkpoint-1"
 

@@ -1,0 +1,7 @@
+"""The machine and the file system: devices and CPU threads (``devices``), safe writes
+(``fileio``), one writer per run directory (``lock``) and the checkpoint format
+(``checkpoint``).
+
+May import: ``nmt.errors``, ``nmt.config`` and each other; nothing of data, models, training
+or the CLI.
+"""
