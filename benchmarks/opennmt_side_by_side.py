@@ -1,7 +1,7 @@
 """Side-by-side with OpenNMT-py 3.5.1 at issue 5's reference size, on nmt's own split and pieces.
 
 OpenNMT-py gets exactly what an nmt run saw: the same training / validation / test split
-(from ``nmt.prepare``) and the run's own 8,000-piece SentencePiece model, applied by
+(from ``nmt.data.prepare``) and the run's own 8,000-piece SentencePiece model, applied by
 OpenNMT-py's ``sentencepiece`` transform (raw text in, detokenised text out, as for nmt).
 
 Install it beside nmt (it runs on torch 2.13 although its metadata asks for older)::
@@ -84,9 +84,9 @@ def write_config(work: Path, **overrides: object) -> Path:
 def prepare(run: Path, work: Path, separate_vocab: bool) -> None:
     from nmt.bench import pick_sources
     from nmt.config import read_run_config
-    from nmt.corpus import split_by_source
+    from nmt.data.corpus import split_by_source
     from nmt.evaluate import run_test_set
-    from nmt.prepare import read_corpus
+    from nmt.data.prepare import read_corpus
 
     cfg = read_run_config(run / "config.yaml")
     pairs, _ = read_corpus(cfg.data)

@@ -22,16 +22,16 @@ from typing import Any
 import torch
 
 from nmt import __version__
-from nmt.batching import Batch, make_batch
+from nmt.data.batching import Batch, make_batch
 from nmt.config import RunConfig
 from nmt.flops import matmul_peak_flops, training_flops
 from nmt.kernels import use_kernels
 from nmt.model import build_model, count_parameters
-from nmt.prepare import prepare_run_data
+from nmt.data.prepare import prepare_run_data
 from nmt.quantize import load_for_decoding
 from nmt.runtime.devices import configure_cpu, describe, pick_device, synchronize
 from nmt.search import DEFAULT_LENGTH_PENALTY
-from nmt.tokenizer import PAD_ID
+from nmt.data.tokenizer import PAD_ID
 from nmt.train import TrainCallbacks, Trainer
 from nmt.translate import Translator
 

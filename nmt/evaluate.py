@@ -5,10 +5,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.config import read_run_config
-from nmt.corpus import read_text_lines
+from nmt.data.corpus import read_text_lines
 from nmt.errors import NmtError, SettingError
 from nmt.metrics import Score, corpus_score
-from nmt.prepare import read_pairs
+from nmt.data.prepare import read_pairs
 from nmt.translate import Translator
 
 

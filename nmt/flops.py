@@ -14,7 +14,7 @@ from collections.abc import Iterable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from nmt.batching import Batch
+from nmt.data.batching import Batch
 from nmt.interface import TranslationModel
 from nmt.loss import batch_loss
 from nmt.runtime.devices import synchronize

@@ -22,7 +22,7 @@ from nmt.config import ModelConfig, RunConfig, read_run_config
 from nmt.errors import NmtError, SettingError
 from nmt.model import build_model
 from nmt.runtime.checkpoint import load_model_weights, read
-from nmt.tokenizer import PAD_ID, Tokenizer
+from nmt.data.tokenizer import PAD_ID, Tokenizer
 
 
 def latest_run(root: Path = Path("checkpoints")) -> Path:

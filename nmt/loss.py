@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 if TYPE_CHECKING:
-    from nmt.batching import Batch
+    from nmt.data.batching import Batch
     from nmt.interface import TranslationModel
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from nmt.tokenizer import UNK_ID
+from nmt.data.tokenizer import UNK_ID
 
 
 class PieceMap(nn.Module):

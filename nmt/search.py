@@ -9,7 +9,7 @@ import torch
 
 from nmt.argmax import row_topk
 from nmt.interface import TranslationModel
-from nmt.tokenizer import BOS_ID, EOS_ID
+from nmt.data.tokenizer import BOS_ID, EOS_ID
 
 
 @dataclass

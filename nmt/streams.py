@@ -11,7 +11,7 @@ from typing import Any, Iterable
 import typer
 from rich.console import Console
 
-from nmt.corpus import read_lines, read_text_lines
+from nmt.data.corpus import read_lines, read_text_lines
 from nmt.errors import NmtError
 from nmt.runtime.fileio import atomic_path, check_writable, same_file
 

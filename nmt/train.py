@@ -24,14 +24,14 @@ from typing import Iterator
 
 import torch
 
-from nmt.batching import Batch, bucket_batches, make_batch
+from nmt.data.batching import Batch, bucket_batches, make_batch
 from nmt.config import RunConfig
 from nmt.errors import NmtError
 from nmt.interface import TranslationModel
 from nmt.kernels import use_kernels
 from nmt.loss import batch_loss
 from nmt.metrics import bleu
-from nmt.prepare import RunData
+from nmt.data.prepare import RunData
 from nmt.runtime.devices import autocast, describe
 from nmt.runtime.fileio import atomic_write_text
 from nmt.translate import Translator

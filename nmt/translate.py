@@ -8,13 +8,13 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from nmt.argmax import LinearArgmax
-from nmt.batching import length_sorted_chunks, make_batch
-from nmt.corpus import normalize
+from nmt.data.batching import length_sorted_chunks, make_batch
+from nmt.data.corpus import normalize
 from nmt.errors import NmtError
 from nmt.interface import TranslationModel
 from nmt.runtime.devices import autocast
 from nmt.search import Hypothesis, beam_search, greedy_search, max_output_lengths
-from nmt.tokenizer import Tokenizer
+from nmt.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import torch
 
 from nmt.config import ModelConfig
 from nmt.model import Seq2Seq, build_model
-from nmt.tokenizer import PAD_ID, Tokenizer
+from nmt.data.tokenizer import PAD_ID, Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 # A tiny model for CLI tests: fast to train, a real run directory all the same.

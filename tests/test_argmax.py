@@ -99,7 +99,7 @@ def test_exactly_tied_outputs_go_to_the_first_as_float32_max_does():
 def test_greedy_search_picks_the_same_pieces_with_the_certified_argmax():
     from conftest import tiny_model
 
-    from nmt.batching import make_batch
+    from nmt.data.batching import make_batch
     from nmt.search import greedy_search
 
     model = tiny_model(vocab=30, seed=7).eval()

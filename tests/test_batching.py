@@ -3,8 +3,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmt.batching import bucket_batches, length_sorted_chunks, make_batch
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from nmt.data.batching import bucket_batches, length_sorted_chunks, make_batch
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 def test_make_batch_shifts_targets_and_pads():

@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt.batching import make_batch
+from nmt.data.batching import make_batch
 from nmt.bptt import Packing, packed_gru
 from nmt.config import ModelConfig
 from nmt.encoders import GRUEncoder
 from nmt.model import build_model
-from nmt.tokenizer import PAD_ID
+from nmt.data.tokenizer import PAD_ID
 
 
 def _model(layers: int, dropout: float):

@@ -6,7 +6,7 @@ import torch
 from conftest import tiny_model
 
 from nmt import loading
-from nmt.batching import make_batch
+from nmt.data.batching import make_batch
 from nmt.config import build_config, save_config
 from nmt.errors import NmtError
 from nmt.runtime import checkpoint

@@ -224,7 +224,7 @@ def _claim_a_huge_tensor(path):
 # --- a run's files checked against each other -------------------------------------------------
 
 def test_a_swapped_tokenizer_is_refused_everywhere(tiny_run, tmp_path, corpus):
-    from nmt.tokenizer import Tokenizer
+    from nmt.data.tokenizer import Tokenizer
     run = _copy(tiny_run, tmp_path)
     texts = [t for pair in make_pairs(300, seed=9) for t in pair]
     other = Tokenizer.train(texts + ["Zebra quokka yak!"], tmp_path / "other.model", 60)

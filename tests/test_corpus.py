@@ -1,6 +1,6 @@
 import pytest
 
-from nmt.corpus import normalize, read_parallel, read_tsv, split_by_source
+from nmt.data.corpus import normalize, read_parallel, read_tsv, split_by_source
 from nmt.errors import NmtError
 
 

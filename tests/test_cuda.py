@@ -5,7 +5,7 @@ import torch
 from conftest import tiny_model
 from test_train import _config
 
-from nmt.batching import make_batch
+from nmt.data.batching import make_batch
 from nmt.flops import matmul_peak_flops
 from nmt.search import beam_search, greedy_search
 from nmt.translate import Translator

@@ -2,7 +2,7 @@ import pytest
 import torch
 from conftest import tiny_model
 
-from nmt.batching import make_batch
+from nmt.data.batching import make_batch
 from nmt.flops import matmul_peak_flops, training_flops
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from conftest import tiny_model
 
-from nmt.batching import make_batch
+from nmt.data.batching import make_batch
 from nmt.kernels import use_kernels
 from nmt.loss import batch_loss
 from nmt.search import beam_search, greedy_search

@@ -5,7 +5,7 @@ from torch import nn
 
 from nmt.errors import NmtError
 from nmt.quantize import decoding_device, quantizable, quantize_int8
-from nmt.tokenizer import BOS_ID
+from nmt.data.tokenizer import BOS_ID
 from nmt.translate import Translator
 
 

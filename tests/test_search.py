@@ -4,9 +4,9 @@ import pytest
 import torch
 from conftest import tiny_model
 
-from nmt.batching import make_batch
+from nmt.data.batching import make_batch
 from nmt.search import beam_search, greedy_search, max_output_lengths
-from nmt.tokenizer import BOS_ID, EOS_ID
+from nmt.data.tokenizer import BOS_ID, EOS_ID
 
 
 def test_greedy_matches_a_manual_step_by_step_argmax():
@@ -38,7 +38,7 @@ def test_max_output_lengths():
 
 def _sequence_log_prob(model, src_ids, tokens, ended):
     """Log-probability of ``tokens`` (+ EOS when ``ended``) under teacher forcing."""
-    from nmt.tokenizer import BOS_ID
+    from nmt.data.tokenizer import BOS_ID
     batch = make_batch([src_ids])
     state = model.encode(batch.src, batch.src_len)
     total, prev = 0.0, BOS_ID

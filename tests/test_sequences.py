@@ -1,6 +1,6 @@
 import pytest
 
-from nmt.sequences import Sequences
+from nmt.data.sequences import Sequences
 
 
 def test_sequences_give_back_each_list_its_length_and_the_ids_seen():

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 @dataclass

@@ -13,11 +13,11 @@ from functools import cached_property
 from pathlib import Path
 
 from nmt.config import DataConfig, RunConfig
-from nmt.corpus import ReadReport, Split, parallel_pairs, read_parallel, read_tsv, split_by_source
+from nmt.data.corpus import ReadReport, Split, parallel_pairs, read_parallel, read_tsv, split_by_source
 from nmt.errors import NmtError, SettingError
 from nmt.runtime.fileio import atomic_path, atomic_write_lines
-from nmt.sequences import Sequences
-from nmt.tokenizer import SPECIALS, Tokenizer
+from nmt.data.sequences import Sequences
+from nmt.data.tokenizer import SPECIALS, Tokenizer
 
 log = logging.getLogger(__name__)
 
