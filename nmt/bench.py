@@ -25,8 +25,8 @@ from nmt import __version__
 from nmt.data.batching import Batch, make_batch
 from nmt.config import RunConfig
 from nmt.flops import matmul_peak_flops, training_flops
-from nmt.kernels import use_kernels
-from nmt.model import build_model, count_parameters
+from nmt.models.kernels import use_kernels
+from nmt.models.build import build_model, count_parameters
 from nmt.data.prepare import prepare_run_data
 from nmt.quantize import load_for_decoding
 from nmt.runtime.devices import configure_cpu, describe, pick_device, synchronize

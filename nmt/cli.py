@@ -185,7 +185,7 @@ def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
 
 def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
                      length_penalty: float = 0.0, precision: str = "fp32", kernels: str = "fast") -> Any:
-    from nmt.kernels import use_kernels
+    from nmt.models.kernels import use_kernels
     from nmt.loading import latest_run
     from nmt.quantize import decoding_device, load_for_decoding
     from nmt.runtime.devices import configure_cpu

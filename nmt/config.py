@@ -51,8 +51,8 @@ class ModelConfig:
     layers: int = 2
     bidirectional: bool = True  # each direction gets hidden_size // 2 units, concatenated
     dropout: float = 0.2
-    decoder: str = "input_feeding"  # or "bahdanau" (d2l.ai's); see nmt/decoders.py
-    attention: str = "additive"  # or "dot" (scaled dot product); see nmt/attention.py
+    decoder: str = "input_feeding"  # or "bahdanau" (d2l.ai's); see nmt/models/rnn/decoders.py
+    attention: str = "additive"  # or "dot" (scaled dot product); see nmt/models/attention.py
     init_range: float = 0.1  # weights start uniform in +-init_range; 0: PyTorch's defaults
     vocab: int = 0  # pieces in the trained tokenizer; set by nmt train, not by the user
     source_pieces: int = 0  # pieces with encoder rows (those in training sources, and specials)
@@ -83,7 +83,7 @@ class TrainConfig:
     seed: int = 1
     device: str = "auto"
     threads: int = 0  # 0 = one per CPU core
-    kernels: str = "fast"  # or "reference": plain PyTorch, no hand-written paths (nmt/kernels.py)
+    kernels: str = "fast"  # or "reference": plain PyTorch, no hand-written paths (nmt/models/kernels.py)
 
 
     @property

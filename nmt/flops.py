@@ -15,8 +15,8 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from nmt.data.batching import Batch
-from nmt.interface import TranslationModel
-from nmt.loss import batch_loss
+from nmt.models.interface import TranslationModel
+from nmt.models.loss import batch_loss
 from nmt.runtime.devices import synchronize
 
 

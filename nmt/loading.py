@@ -20,7 +20,7 @@ from torch import nn
 
 from nmt.config import ModelConfig, RunConfig, read_run_config
 from nmt.errors import NmtError, SettingError
-from nmt.model import build_model
+from nmt.models.build import build_model
 from nmt.runtime.checkpoint import load_model_weights, read
 from nmt.data.tokenizer import PAD_ID, Tokenizer
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from nmt.errors import NmtError, SettingError
-from nmt.interface import TranslationModel
+from nmt.models.interface import TranslationModel
 from nmt.loading import load_run
 
 PRECISIONS = ("fp32", "int8")

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from nmt.errors import NmtError
-from nmt.interface import TranslationModel
+from nmt.models.interface import TranslationModel
 from nmt.plotting import plot_training_curve
 from nmt.progress import TrainProgress
 from nmt.runtime import checkpoint

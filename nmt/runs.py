@@ -17,7 +17,7 @@ import torch
 from nmt import __version__, loading
 from nmt.config import RunConfig, read_run_config, save_config
 from nmt.errors import NmtError, SettingError
-from nmt.model import build_model, count_parameters
+from nmt.models.build import build_model, count_parameters
 from nmt.data.prepare import RunData, absolute_sources, prepare_run_data
 from nmt.run_writer import RunWriter
 from nmt.runtime import checkpoint

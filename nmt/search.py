@@ -1,4 +1,4 @@
-"""Decoding: batched greedy and beam search over :class:`nmt.interface.TranslationModel`
+"""Decoding: batched greedy and beam search over :class:`nmt.models.interface.TranslationModel`
 (``encode``, ``step``, ``logits``, ``piece_ids`` and the state's ``select``/``reorder_beams``)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt.argmax import row_topk
-from nmt.interface import TranslationModel
+from nmt.models.interface import TranslationModel
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 
 

@@ -27,9 +27,9 @@ import torch
 from nmt.data.batching import Batch, bucket_batches, make_batch
 from nmt.config import RunConfig
 from nmt.errors import NmtError
-from nmt.interface import TranslationModel
-from nmt.kernels import use_kernels
-from nmt.loss import batch_loss
+from nmt.models.interface import TranslationModel
+from nmt.models.kernels import use_kernels
+from nmt.models.loss import batch_loss
 from nmt.metrics import bleu
 from nmt.data.prepare import RunData
 from nmt.runtime.devices import autocast, describe

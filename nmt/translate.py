@@ -11,7 +11,7 @@ from nmt.argmax import LinearArgmax
 from nmt.data.batching import length_sorted_chunks, make_batch
 from nmt.data.corpus import normalize
 from nmt.errors import NmtError
-from nmt.interface import TranslationModel
+from nmt.models.interface import TranslationModel
 from nmt.runtime.devices import autocast
 from nmt.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from nmt.data.tokenizer import Tokenizer
@@ -31,7 +31,7 @@ class Translator:
     search went 7-20% faster and beam search 7% (README). Outputs do not depend on it.
     Greedy search on CPU picks pieces with :class:`nmt.argmax.LinearArgmax` when it need not
     score them: the same pieces as the float32 generator's (not with the model's ``kernels``
-    ``reference``, see :mod:`nmt.kernels`).
+    ``reference``, see :mod:`nmt.models.kernels`).
     """
 
     def __init__(self, model: TranslationModel, tokenizer: Tokenizer, device: torch.device,

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from nmt.config import ModelConfig
-from nmt.model import Seq2Seq, build_model
+from nmt.models.build import build_model
+from nmt.models.rnn.seq2seq import Seq2Seq
 from nmt.data.tokenizer import PAD_ID, Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]

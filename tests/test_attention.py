@@ -2,8 +2,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmt.attention import AdditiveAttention, masked_softmax
-from nmt.masks import lengths_to_mask
+from nmt.models.attention import AdditiveAttention, masked_softmax
+from nmt.models.masks import lengths_to_mask
 
 
 def test_masked_softmax_gives_padding_exactly_zero_and_rows_sum_to_one():
@@ -57,7 +57,7 @@ def test_additive_attention_matches_naive_loop():
 
 
 def test_additive_scores_values_and_gradients_match_the_plain_tanh_formula():
-    from nmt.attention import _AdditiveScores
+    from nmt.models.attention import _AdditiveScores
 
     torch.manual_seed(4)
     query, keys, v = (torch.randn(2, 7, dtype=torch.float64), torch.randn(2, 4, 7, dtype=torch.float64),

@@ -7,10 +7,10 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.data.batching import make_batch
-from nmt.bptt import Packing, packed_gru
+from nmt.models.rnn.bptt import Packing, packed_gru
 from nmt.config import ModelConfig
-from nmt.encoders import GRUEncoder
-from nmt.model import build_model
+from nmt.models.rnn.encoder import GRUEncoder
+from nmt.models.build import build_model
 from nmt.data.tokenizer import PAD_ID
 
 

@@ -1,6 +1,6 @@
 import torch
 
-from nmt.dropout import Dropout, dropout
+from nmt.models.dropout import Dropout, dropout
 
 
 def test_drops_about_p_and_keeps_the_expectation():

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from nmt.encoders import GRUEncoder
+from nmt.models.rnn.encoder import GRUEncoder
 
 
 @pytest.mark.parametrize("bidirectional", [True, False])

@@ -6,8 +6,8 @@ import torch
 from conftest import tiny_model
 
 from nmt.data.batching import make_batch
-from nmt.kernels import use_kernels
-from nmt.loss import batch_loss
+from nmt.models.kernels import use_kernels
+from nmt.models.loss import batch_loss
 from nmt.search import beam_search, greedy_search
 
 VOCAB = 40

@@ -1,6 +1,6 @@
 import torch
 
-from nmt.masks import lengths_to_mask
+from nmt.models.masks import lengths_to_mask
 
 
 def test_lengths_to_mask_marks_real_positions():

@@ -3,7 +3,7 @@ import torch
 from conftest import tiny_model
 
 from nmt.data.batching import make_batch
-from nmt.model import count_parameters
+from nmt.models.build import count_parameters
 from nmt.search import greedy_search
 
 

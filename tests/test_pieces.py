@@ -5,9 +5,10 @@ import torch
 
 from nmt.data.batching import make_batch
 from nmt.config import ModelConfig
-from nmt.loss import masked_cross_entropy
-from nmt.model import Generator, build_model
-from nmt.pieces import PieceMap
+from nmt.models.loss import masked_cross_entropy
+from nmt.models.build import build_model
+from nmt.models.generator import Generator
+from nmt.models.pieces import PieceMap
 from nmt.data.prepare import prepare_run_data
 from nmt.runtime.checkpoint import load_model_weights, read, save
 from nmt.search import beam_search, greedy_search

@@ -179,7 +179,7 @@ class _BigramState:
 
 
 class _BigramModel:
-    """Implements only nmt.interface.TranslationModel's decoding half: the next piece's
+    """Implements only nmt.models.interface.TranslationModel's decoding half: the next piece's
     probabilities depend on the previous piece alone, from a table. Logit position p is
     piece id p + 2 (positions need not be ids). Attention is uniform over the real source."""
 

@@ -28,7 +28,7 @@ FRA_ENG_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
 
 def side_pieces(ids: Iterable[int]) -> list[int]:
     """The sorted distinct ``ids`` plus the special pieces (PAD first, at row 0): the pieces
-    one side of the model has rows for (see :mod:`nmt.pieces`)."""
+    one side of the model has rows for (see :mod:`nmt.models.pieces`)."""
     return sorted(set(SPECIALS).union(ids))
 
 

@@ -76,7 +76,7 @@ class AdditiveAttention(nn.Module):
 
     def __init__(self, key_size: int, query_size: int, attn_size: int) -> None:
         super().__init__()
-        self.kernels = "fast"  # see nmt.kernels
+        self.kernels = "fast"  # see nmt.models.kernels
         self.keep_float = ("score",)  # v is read as a vector, never called: int8 keeps it
         self.key_proj = nn.Linear(key_size, attn_size, bias=False)  # U_a
         self.query_proj = nn.Linear(query_size, attn_size, bias=False)  # W_a

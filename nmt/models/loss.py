@@ -15,7 +15,7 @@ from torch import nn
 
 if TYPE_CHECKING:
     from nmt.data.batching import Batch
-    from nmt.interface import TranslationModel
+    from nmt.models.interface import TranslationModel
 
 
 class _ProjectedSmoothedCE(torch.autograd.Function):
@@ -110,7 +110,7 @@ def _exp_is_safe(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> b
 def masked_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: torch.Tensor,
                          tgt_mask: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
     """Summed token cross-entropy; the generator runs once over the real positions alone,
-    fused with the loss unless its ``kernels`` is ``reference`` (:mod:`nmt.kernels`).
+    fused with the loss unless its ``kernels`` is ``reference`` (:mod:`nmt.models.kernels`).
 
     :param outputs: decoder outputs, shape (batch, tgt_len, hidden)
     :param tgt_out: gold next tokens, shape (batch, tgt_len)

@@ -1,7 +1,7 @@
 """The recurrent encoder: embeddings and a multi-layer (optionally bidirectional) GRU.
 
-In CPU training with ``kernels`` ``fast`` (:mod:`nmt.kernels`) the GRU runs as
-:func:`nmt.bptt.packed_gru` on ``nn.GRU``'s own weights (a hand-written backward); elsewhere
+In CPU training with ``kernels`` ``fast`` (:mod:`nmt.models.kernels`) the GRU runs as
+:func:`nmt.models.rnn.bptt.packed_gru` on ``nn.GRU``'s own weights (a hand-written backward); elsewhere
 as ``nn.GRU`` itself (cuDNN on CUDA).
 """
 from __future__ import annotations
@@ -10,10 +10,10 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt.bptt import Packing, packed_gru
-from nmt.dropout import Dropout, dropout_mask
-from nmt.kernels import bptt_runs
-from nmt.pieces import PieceEmbedding, PieceMap
+from nmt.models.rnn.bptt import Packing, packed_gru
+from nmt.models.dropout import Dropout, dropout_mask
+from nmt.models.kernels import bptt_runs
+from nmt.models.pieces import PieceEmbedding, PieceMap
 
 
 class GRUEncoder(nn.Module):
@@ -23,7 +23,7 @@ class GRUEncoder(nn.Module):
                  bidirectional: bool, dropout: float, pad_id: int, pieces: PieceMap | None = None) -> None:
         """``pieces``: the source pieces with embedding rows; every piece if None."""
         super().__init__()
-        self.kernels = "fast"  # see nmt.kernels
+        self.kernels = "fast"  # see nmt.models.kernels
         self.layers = layers
         self.bidirectional = bidirectional
         self.embedding = PieceEmbedding(vocab_size, embed_size, pad_id, pieces)
@@ -57,7 +57,7 @@ class GRUEncoder(nn.Module):
 
     def _by_hand(self, embedded: torch.Tensor, src_len: torch.Tensor
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`forward`'s GRU on ``self.rnn``'s weights with :func:`nmt.bptt.packed_gru`'s
+        """:meth:`forward`'s GRU on ``self.rnn``'s weights with :func:`nmt.models.rnn.bptt.packed_gru`'s
         hand-written backward (CPU training, where autograd's per-step nodes cost more than
         the arithmetic)."""
         batch, steps, _ = embedded.shape

@@ -1,7 +1,7 @@
 """What the rest of nmt may ask of a model: one interface every model family implements.
 
 Search, the loss, inspection, plotting and quantization use only this, so a second family
-(the Transformer) plugs in beside the GRU seq2seq (:class:`nmt.model.Seq2Seq`) without them
+(the Transformer) plugs in beside the GRU seq2seq (:class:`nmt.models.rnn.seq2seq.Seq2Seq`) without them
 changing. ``tests/test_search.py`` runs greedy and beam search over a fake model that
 implements nothing else.
 
@@ -33,7 +33,7 @@ class DecoderState(Protocol):
 class TranslationModel(Protocol):
     """An encoder-decoder, as search and training use it."""
 
-    kernels: str  # "fast" or "reference" (nmt.kernels); search reads it for its top-k
+    kernels: str  # "fast" or "reference" (nmt.models.kernels); search reads it for its top-k
     training: bool
 
     def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> DecoderState:

@@ -5,7 +5,7 @@ n = tanh(W_in x + b_in + r * (W_hn h + b_hn)),   h' = n + z (h - n)
 
 Callers pass the two projections (``x_gates`` = W_i x + b_i and ``h_gates`` = W_h h + b_h,
 gates in PyTorch's order reset, update, new), so each can batch its matmuls its own way. The
-decoders' unrolled steps run :func:`gru_cell` under autograd; :mod:`nmt.bptt` runs it into
+decoders' unrolled steps run :func:`gru_cell` under autograd; :mod:`nmt.models.rnn.bptt` runs it into
 preallocated buffers, keeping what :func:`gru_cell_backward` reads.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """GRU decoders with attention, stepped one piece at a time (state explicit).
 
 Two wirings of the same parts (embeddings, attention (additive or scaled dot-product, see
-:mod:`nmt.attention`), a stacked GRU):
+:mod:`nmt.models.attention`), a stacked GRU):
 
 - :class:`BahdanauDecoder` is d2l.ai's ``Seq2SeqAttentionDecoder``: attend with s_{i-1},
   feed [c_i; embed(y_{i-1})] to the GRU, and the generator reads s_i.
@@ -10,11 +10,11 @@ Two wirings of the same parts (embeddings, attention (additive or scaled dot-pro
   generator reads h~_i = tanh(W_c [c_i; s_i]). The query knows y_{i-1}, and the output sees
   the context directly.
 
-With ``kernels`` ``fast`` (:mod:`nmt.kernels`) teacher forcing runs the GRU cell by cell
-(:func:`nmt.gru_cell.gru_cell`) on ``self.rnn``'s own weights, so that the embedding part of
+With ``kernels`` ``fast`` (:mod:`nmt.models.kernels`) teacher forcing runs the GRU cell by cell
+(:func:`nmt.models.rnn.gru_cell.gru_cell`) on ``self.rnn``'s own weights, so that the embedding part of
 layer 1's input projection, which does not depend on earlier steps, is one matmul for all
 steps rather than one per step; on CPU the input-feeding decoder with additive attention runs
-that with a hand-written backward (:mod:`nmt.bptt`). With ``reference`` it is :meth:`step`
+that with a hand-written backward (:mod:`nmt.models.rnn.bptt`). With ``reference`` it is :meth:`step`
 once per target position, as decoding runs, under autograd.
 """
 from __future__ import annotations
@@ -25,12 +25,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.attention import AdditiveAttention, make_attention
-from nmt.bptt import teacher_forced
-from nmt.dropout import Dropout, dropout, dropout_mask
-from nmt.gru_cell import gru_cell
-from nmt.kernels import bptt_runs
-from nmt.pieces import PieceEmbedding, PieceMap
+from nmt.models.attention import AdditiveAttention, make_attention
+from nmt.models.rnn.bptt import teacher_forced
+from nmt.models.dropout import Dropout, dropout, dropout_mask
+from nmt.models.rnn.gru_cell import gru_cell
+from nmt.models.kernels import bptt_runs
+from nmt.models.pieces import PieceEmbedding, PieceMap
 
 
 class DecoderState(NamedTuple):
@@ -72,7 +72,7 @@ class _AttentionGRUDecoder(nn.Module):
         """``pieces``: the target pieces with embedding rows; every piece if None.
         ``attention``: the scoring, ``additive`` or ``dot``."""
         super().__init__()
-        self.kernels = "fast"  # see nmt.kernels
+        self.kernels = "fast"  # see nmt.models.kernels
         self.embedding = PieceEmbedding(vocab_size, embed_size, pad_id, pieces)
         self.attention = make_attention(attention, hidden_size)
         self.dropout = Dropout(dropout)
@@ -210,7 +210,7 @@ class InputFeedingDecoder(_AttentionGRUDecoder):
 
     def _teacher_forced(self, tgt_in: torch.Tensor, state: DecoderState
                         ) -> tuple[torch.Tensor, torch.Tensor]:
-        """By :mod:`nmt.bptt`'s hand-written backward, or unrolled for autograd (off CPU,
+        """By :mod:`nmt.models.rnn.bptt`'s hand-written backward, or unrolled for autograd (off CPU,
         under autocast, with dot-product attention)."""
         embed_size = self.embedding.embedding_dim
         embed_gates = self._embed_gates(tgt_in, slice(None, embed_size))

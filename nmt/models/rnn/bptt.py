@@ -7,7 +7,7 @@ nothing and keeps only what the backward reads (states, gates, attention weights
 backward writes each step's gate gradients into (steps, rows, 3*hidden) buffers, so that
 every weight's gradient is one matmul over all steps after the loop.
 
-- :func:`teacher_forced` is :class:`~nmt.decoders.InputFeedingDecoder`'s unrolled autograd
+- :func:`teacher_forced` is :class:`~nmt.models.rnn.decoders.InputFeedingDecoder`'s unrolled autograd
   path, with the same dropout masks; it also projects the top state once per step for the
   query, the output layer and the next step's recurrent gates (one matmul forward, one
   back), and accumulates the attention keys' and values' gradients in place.
@@ -23,8 +23,8 @@ from typing import NamedTuple
 
 import torch
 
-from nmt.attention import masked_softmax, sigmoid_2x
-from nmt.gru_cell import gru_cell, gru_cell_backward
+from nmt.models.attention import masked_softmax, sigmoid_2x
+from nmt.models.rnn.gru_cell import gru_cell, gru_cell_backward
 
 
 def teacher_forced(embed_gates: torch.Tensor, hidden: torch.Tensor, feed: torch.Tensor,
@@ -72,7 +72,7 @@ class _TeacherForced(torch.autograd.Function):
         queries, contexts = new(steps, batch, w_query.size(0)), new(steps, batch, size)
         outputs, weights = new(batch, steps, size), new(batch, steps, memory.size(1))
         top_w, top_b = _top_projection(w_query, w_out, b_out, w_hh[-1], b_hh[-1])
-        keys2 = proj_keys * 2  # the attention's σ(2x) form, see nmt/attention.py
+        keys2 = proj_keys * 2  # the attention's σ(2x) form, see nmt/models/attention.py
         v_sum = v.sum()
         for layer in range(layers):
             states[layer][0] = hidden[layer]

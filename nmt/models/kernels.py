@@ -4,12 +4,12 @@
 
 - on CPU outside autocast (:func:`bptt_runs`), the encoder's GRU in training and the
   input-feeding decoder's teacher-forced pass with additive attention, both with a
-  hand-written backward through time (:mod:`nmt.bptt`);
+  hand-written backward through time (:mod:`nmt.models.rnn.bptt`);
 - elsewhere, the decoders' teacher-forced pass cell by cell with the embeddings' share of
-  the input projection one matmul for all steps (:mod:`nmt.decoders`);
-- additive attention's tanh as 2σ(2x) - 1 with a recomputing backward (:mod:`nmt.attention`);
+  the input projection one matmul for all steps (:mod:`nmt.models.rnn.decoders`);
+- additive attention's tanh as 2σ(2x) - 1 with a recomputing backward (:mod:`nmt.models.attention`);
 - the output projection fused with the label-smoothed loss, exp unshifted where that is
-  provably safe (:mod:`nmt.loss`);
+  provably safe (:mod:`nmt.models.loss`);
 - on CPU, greedy search's certified int8 argmax and the block-wise top-k (:mod:`nmt.argmax`).
 
 ``reference`` runs the same model as plain PyTorch: ``nn.GRU`` (the decoder steps it once per
@@ -29,7 +29,7 @@ KERNELS = ("fast", "reference")
 
 
 def bptt_runs(kernels: str, x: torch.Tensor) -> bool:
-    """Whether :mod:`nmt.bptt`'s hand-written paths run on ``x``: asked for, on CPU, outside
+    """Whether :mod:`nmt.models.rnn.bptt`'s hand-written paths run on ``x``: asked for, on CPU, outside
     autocast (they are written for float32 and CPU's per-operator costs)."""
     return (kernels == "fast" and x.device.type == "cpu"
             and not torch.is_autocast_enabled(x.device.type))

@@ -1,0 +1,36 @@
+"""Building a model from its config: the one place that knows the model families."""
+from __future__ import annotations
+
+from torch import nn
+
+from nmt.config import ModelConfig
+from nmt.models.interface import TranslationModel
+from nmt.models.pieces import PieceMap
+from nmt.models.rnn import seq2seq
+
+
+def build_model(cfg: ModelConfig, pad_id: int, source_pieces: list[int] | None = None,
+                target_pieces: list[int] | None = None) -> TranslationModel:
+    """Build a model from its config; the caller seeds torch for reproducible initial weights.
+
+    ``source_pieces``/``target_pieces`` are the ids each side has rows for (``cfg.source_pieces``
+    and ``cfg.target_pieces`` of them, see :mod:`nmt.models.pieces`); without them those sides are
+    built as placeholders to receive a checkpoint. Counts of 0 give every side every piece.
+    """
+    def side(count: int, pieces: list[int] | None) -> PieceMap | None:
+        if not count:
+            return None
+        assert pieces is None or len(pieces) == count, "pieces do not match the config"
+        return PieceMap(pieces if pieces is not None else count, cfg.vocab)
+
+    return seq2seq.build(cfg, pad_id, side(cfg.source_pieces, source_pieces),
+                         side(cfg.target_pieces, target_pieces), side(cfg.target_pieces, target_pieces))
+
+
+def describe(cfg: ModelConfig) -> str:
+    """The architecture in words, for model cards."""
+    return seq2seq.describe(cfg)
+
+
+def count_parameters(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,38 @@
+"""The output layer shared by model families: decoder outputs to logits over the pieces a
+translation may contain, and the loss over them."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt.models.dropout import Dropout
+from nmt.models.pieces import PieceMap
+
+
+class Generator(nn.Module):
+    """Projects decoder outputs to logits over the pieces a translation may contain.
+
+    With ``pieces`` (see :mod:`nmt.models.pieces`) logit position i is piece ``pieces.ids(i)`` and
+    any other piece counts as UNK in the loss; without (runs made before that) it scores
+    every piece and positions are tokenizer ids.
+    """
+
+    def __init__(self, hidden_size: int, vocab_size: int, dropout: float,
+                 pieces: PieceMap | None = None) -> None:
+        super().__init__()
+        self.kernels = "fast"  # see nmt.models.kernels: the loss fuses the projection when fast
+        self.dropout = Dropout(dropout)
+        self.pieces = pieces
+        self.proj = nn.Linear(hidden_size, len(pieces) if pieces is not None else vocab_size)
+
+    def forward(self, outputs: torch.Tensor) -> torch.Tensor:
+        """:param outputs: shape (..., hidden) :return: logits, shape (..., outputs)"""
+        return self.proj(self.dropout(outputs))
+
+    def positions(self, ids: torch.Tensor) -> torch.Tensor:
+        """Logit positions of tokenizer ids (UNK's for pieces it does not score)."""
+        return self.pieces.rows(ids) if self.pieces is not None else ids
+
+    def piece_ids(self, positions: torch.Tensor) -> torch.Tensor:
+        """Tokenizer ids of logit positions."""
+        return self.pieces.ids(positions) if self.pieces is not None else positions
