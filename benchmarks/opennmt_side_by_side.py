@@ -85,7 +85,7 @@ def prepare(run: Path, work: Path, separate_vocab: bool) -> None:
     from nmt.bench import pick_sources
     from nmt.config import read_run_config
     from nmt.data.corpus import split_by_source
-    from nmt.evaluate import run_test_set
+    from nmt.inference.evaluate import run_test_set
     from nmt.data.prepare import read_corpus
 
     cfg = read_run_config(run / "config.yaml")
@@ -226,9 +226,9 @@ def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32") -> 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import torch
 
-    from nmt.quantize import load_for_decoding
+    from nmt.inference.quantize import load_for_decoding
     from nmt.runtime.devices import configure_cpu
-    from nmt.translate import Translator
+    from nmt.inference.translate import Translator
 
     configure_cpu(0)
     bench = (work / "bench.en").read_text().splitlines()

@@ -28,12 +28,12 @@ from nmt.flops import matmul_peak_flops, training_flops
 from nmt.models.kernels import use_kernels
 from nmt.models.build import build_model, count_parameters
 from nmt.data.prepare import prepare_run_data
-from nmt.quantize import load_for_decoding
+from nmt.inference.quantize import load_for_decoding
 from nmt.runtime.devices import configure_cpu, describe, pick_device, synchronize
-from nmt.search import DEFAULT_LENGTH_PENALTY
+from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 from nmt.data.tokenizer import PAD_ID
 from nmt.train import TrainCallbacks, Trainer
-from nmt.translate import Translator
+from nmt.inference.translate import Translator
 
 
 def _rss_bytes() -> int:
@@ -163,7 +163,7 @@ def pick_sources(sources: list[str], n: int, seed: int = 1) -> list[str]:
 def translation_run(checkpoint: Path | None) -> Path | None:
     """The run to translate with: the one given, else the newest in checkpoints/, else None."""
     from nmt.errors import NmtError
-    from nmt.loading import latest_run
+    from nmt.inference.loading import latest_run
 
     if checkpoint is not None:
         return checkpoint
@@ -175,7 +175,7 @@ def translation_run(checkpoint: Path | None) -> Path | None:
 
 def test_sources(run: Path, sentences: int) -> list[str]:
     """``sentences`` of the run's held-out test sources, in a fixed shuffled order."""
-    from nmt.evaluate import run_test_set
+    from nmt.inference.evaluate import run_test_set
 
     return pick_sources(run_test_set(run).sources, sentences)
 

@@ -14,7 +14,7 @@ from rich.logging import RichHandler
 from nmt import __version__
 from nmt.config import build_config, default_of, load_config_file
 from nmt.errors import NmtError, SettingError
-from nmt.search import DEFAULT_LENGTH_PENALTY
+from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 from nmt.streams import (argument_texts, checked_output, input_lines, is_stdout, print_out, refuse_same_file,
                          run_inputs, write_output)
 
@@ -186,10 +186,10 @@ def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
 def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
                      length_penalty: float = 0.0, precision: str = "fp32", kernels: str = "fast") -> Any:
     from nmt.models.kernels import use_kernels
-    from nmt.loading import latest_run
-    from nmt.quantize import decoding_device, load_for_decoding
+    from nmt.inference.loading import latest_run
+    from nmt.inference.quantize import decoding_device, load_for_decoding
     from nmt.runtime.devices import configure_cpu
-    from nmt.translate import Translator
+    from nmt.inference.translate import Translator
 
     _at_least("--beam", beam)
     _check_penalty(length_penalty)
@@ -268,8 +268,8 @@ def eval_(
     kernels: KernelsOpt = "fast",
 ) -> None:
     """Score a run with sacrebleu (detokenised output against raw references)."""
-    from nmt.evaluate import evaluate, file_test_set, run_test_set
-    from nmt.loading import latest_run
+    from nmt.inference.evaluate import evaluate, file_test_set, run_test_set
+    from nmt.inference.loading import latest_run
     from nmt.output import score_json, score_table
 
     with _user_errors():
@@ -331,7 +331,7 @@ def info(
 
     from nmt.display import key_value_table
     from nmt.inspect import model_card
-    from nmt.loading import latest_run
+    from nmt.inference.loading import latest_run
 
     with _user_errors():
         card = model_card(checkpoint or latest_run())
@@ -374,9 +374,9 @@ def bench(
 
     from nmt.bench import run_bench, translation_run
     from nmt.config import read_run_config
-    from nmt.loading import weights_file
+    from nmt.inference.loading import weights_file
     from nmt.output import bench_table
-    from nmt.quantize import decoding_device
+    from nmt.inference.quantize import decoding_device
 
     with _user_errors():
         for flag, value, minimum in (("--pairs", pairs, 2), ("--steps", steps, 1), ("--warmup", warmup, 0),

@@ -7,12 +7,12 @@ from typing import Any
 
 from nmt.config import RunConfig, read_run_config
 from nmt.errors import NmtError
-from nmt.loading import skeleton, weights_file
+from nmt.inference.loading import skeleton, weights_file
 from nmt.models.build import count_parameters, describe
 from nmt.plotting import AttentionPanel
 from nmt.runtime.checkpoint import read_header_checked
 from nmt.train import read_metrics
-from nmt.translate import Translator
+from nmt.inference.translate import Translator
 
 
 def _summary(path: Path) -> dict[str, Any]:

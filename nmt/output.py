@@ -5,9 +5,9 @@ import json
 
 from rich.table import Table
 
-from nmt.metrics import Score
-from nmt.search import Hypothesis
-from nmt.translate import Translator
+from nmt.inference.metrics import Score
+from nmt.inference.search import Hypothesis
+from nmt.inference.translate import Translator
 
 
 def translation_lines(translator: Translator, lines: list[str], nbest: int | None, json_out: bool,

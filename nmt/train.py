@@ -30,11 +30,11 @@ from nmt.errors import NmtError
 from nmt.models.interface import TranslationModel
 from nmt.models.kernels import use_kernels
 from nmt.models.loss import batch_loss
-from nmt.metrics import bleu
+from nmt.inference.metrics import bleu
 from nmt.data.prepare import RunData
 from nmt.runtime.devices import autocast, describe
 from nmt.runtime.fileio import atomic_write_text
-from nmt.translate import Translator
+from nmt.inference.translate import Translator
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from conftest import tiny_model
 
-from nmt import loading
+from nmt.inference import loading
 from nmt.data.batching import make_batch
 from nmt.config import build_config, save_config
 from nmt.errors import NmtError

@@ -7,8 +7,8 @@ from test_train import _config
 
 from nmt.data.batching import make_batch
 from nmt.flops import matmul_peak_flops
-from nmt.search import beam_search, greedy_search
-from nmt.translate import Translator
+from nmt.inference.search import beam_search, greedy_search
+from nmt.inference.translate import Translator
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -1,7 +1,7 @@
 import pytest
 
 from nmt.errors import NmtError
-from nmt.evaluate import file_test_set
+from nmt.inference.evaluate import file_test_set
 
 
 def test_empty_reference_lines_become_none(tmp_path):
@@ -28,7 +28,7 @@ def test_a_line_without_any_reference_is_an_error(tmp_path):
 
 def test_run_test_set_scores_each_source_once(tmp_path):
     from nmt.config import RunConfig, save_config
-    from nmt.evaluate import run_test_set
+    from nmt.inference.evaluate import run_test_set
 
     save_config(RunConfig(), tmp_path / "config.yaml")
     (tmp_path / "test.tsv").write_text("Go.\tVa !\nHi.\tSalut !\nGo.\tBouge !\nGo.\tMarche.\n")
@@ -42,7 +42,7 @@ def test_run_test_set_scores_each_source_once(tmp_path):
 
 def test_a_given_test_set_is_scored_line_by_line(tmp_path):
     from nmt.config import RunConfig, save_config
-    from nmt.evaluate import run_test_set
+    from nmt.inference.evaluate import run_test_set
 
     save_config(RunConfig().replace(test_src="/data/test.en", test_tgt="/data/test.fr"), tmp_path / "config.yaml")
     (tmp_path / "test.tsv").write_text("Go.\tVa !\nGo.\tBouge !\n")
@@ -53,7 +53,7 @@ def test_a_given_test_set_is_scored_line_by_line(tmp_path):
 
 def test_an_empty_test_set_is_a_clear_error(tmp_path):
     from nmt.config import RunConfig, save_config
-    from nmt.evaluate import run_test_set
+    from nmt.inference.evaluate import run_test_set
 
     save_config(RunConfig(), tmp_path / "config.yaml")
     (tmp_path / "test.tsv").write_text("")

@@ -1,7 +1,7 @@
 import pytest
 from sacrebleu.metrics import BLEU
 
-from nmt.metrics import bleu, corpus_score
+from nmt.inference.metrics import bleu, corpus_score
 
 
 def test_identical_hypotheses_score_100_with_a_signature():

@@ -4,7 +4,7 @@ from conftest import tiny_model
 
 from nmt.data.batching import make_batch
 from nmt.models.build import count_parameters
-from nmt.search import greedy_search
+from nmt.inference.search import greedy_search
 
 
 def _decode(model, seqs):

@@ -11,7 +11,7 @@ from nmt.models.generator import Generator
 from nmt.models.pieces import PieceMap
 from nmt.data.prepare import prepare_run_data
 from nmt.runtime.checkpoint import load_model_weights, read, save
-from nmt.search import beam_search, greedy_search
+from nmt.inference.search import beam_search, greedy_search
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 PIECES = [PAD_ID, UNK_ID, BOS_ID, EOS_ID, 7, 9, 12, 20]

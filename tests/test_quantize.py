@@ -4,9 +4,9 @@ from conftest import tiny_model
 from torch import nn
 
 from nmt.errors import NmtError
-from nmt.quantize import decoding_device, quantizable, quantize_int8
+from nmt.inference.quantize import decoding_device, quantizable, quantize_int8
 from nmt.data.tokenizer import BOS_ID
-from nmt.translate import Translator
+from nmt.inference.translate import Translator
 
 
 def _log_probs(model, src, src_len, steps=4):

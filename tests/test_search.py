@@ -5,7 +5,7 @@ import torch
 from conftest import tiny_model
 
 from nmt.data.batching import make_batch
-from nmt.search import beam_search, greedy_search, max_output_lengths
+from nmt.inference.search import beam_search, greedy_search, max_output_lengths
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 
 
@@ -131,7 +131,7 @@ def test_searches_without_attention_find_the_same_hypotheses():
 def test_early_stop_keeps_the_nbest_lists_and_saves_steps(monkeypatch):
     """A sentence stops once no live beam can enter its n-best list; the lists must be those
     of searching on to ``beam`` finished hypotheses, and the stop must have fired."""
-    import nmt.search as search
+    import nmt.inference.search as search
 
     sources = [[5, 6, 7, 8], [9], [10, 11, 4, 5, 6, 7, 8], [11, 5]]
     batch = make_batch(sources)

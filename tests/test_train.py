@@ -62,7 +62,7 @@ def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, corpu
 
 
 def test_non_finite_loss_stops_without_touching_the_weights(tmp_path, corpus_file):
-    from nmt import loading
+    from nmt.inference import loading
     from nmt.runs import resume_run
     from nmt.runtime import checkpoint
     train_new_run(_config(corpus_file, max_steps=4), tmp_path / "run")

@@ -3,7 +3,7 @@ from conftest import tiny_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nmt.translate import Translator
+from nmt.inference.translate import Translator
 
 
 def test_output_lines_match_input_lines_and_empty_stays_empty(tokenizer):

@@ -72,4 +72,4 @@ class TranslationModel(Protocol):
     @property
     def output_layer(self) -> nn.Module:
         """The layer :meth:`logits` applies last (an ``nn.Linear`` in float32, or its int8
-        copy): what greedy search's certified argmax reads (:mod:`nmt.argmax`)."""
+        copy): what greedy search's certified argmax reads (:mod:`nmt.inference.argmax`)."""

@@ -10,7 +10,7 @@
 - additive attention's tanh as 2σ(2x) - 1 with a recomputing backward (:mod:`nmt.models.attention`);
 - the output projection fused with the label-smoothed loss, exp unshifted where that is
   provably safe (:mod:`nmt.models.loss`);
-- on CPU, greedy search's certified int8 argmax and the block-wise top-k (:mod:`nmt.argmax`).
+- on CPU, greedy search's certified int8 argmax and the block-wise top-k (:mod:`nmt.inference.argmax`).
 
 ``reference`` runs the same model as plain PyTorch: ``nn.GRU`` (the decoder steps it once per
 target position, as decoding does), ``torch.tanh``, ``F.cross_entropy`` over the generator's

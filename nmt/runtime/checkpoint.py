@@ -1,7 +1,7 @@
 """Checkpoints: weights, optimiser and RNG in safetensors, training state in JSON; nothing is
 unpickled, and every tensor is checked against the model it is for from the file's header
 before anything is read. Written atomically. (A run directory's other files, and building a
-model from them: :mod:`nmt.loading`.)
+model from them: :mod:`nmt.inference.loading`.)
 """
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ from pathlib import Path
 from nmt.config import read_run_config
 from nmt.data.corpus import read_text_lines
 from nmt.errors import NmtError, SettingError
-from nmt.metrics import Score, corpus_score
+from nmt.inference.metrics import Score, corpus_score
 from nmt.data.prepare import read_pairs
-from nmt.translate import Translator
+from nmt.inference.translate import Translator
 
 
 @dataclass

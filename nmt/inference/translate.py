@@ -7,13 +7,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from nmt.argmax import LinearArgmax
+from nmt.inference.argmax import LinearArgmax
 from nmt.data.batching import length_sorted_chunks, make_batch
 from nmt.data.corpus import normalize
 from nmt.errors import NmtError
 from nmt.models.interface import TranslationModel
 from nmt.runtime.devices import autocast
-from nmt.search import Hypothesis, beam_search, greedy_search, max_output_lengths
+from nmt.inference.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from nmt.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -29,7 +29,7 @@ class Translator:
     when there are two threads or more). A decoder step's small ops keep one thread each, so
     two batches on one thread each beat one batch on two: on the 2-core reference CPU greedy
     search went 7-20% faster and beam search 7% (README). Outputs do not depend on it.
-    Greedy search on CPU picks pieces with :class:`nmt.argmax.LinearArgmax` when it need not
+    Greedy search on CPU picks pieces with :class:`nmt.inference.argmax.LinearArgmax` when it need not
     score them: the same pieces as the float32 generator's (not with the model's ``kernels``
     ``reference``, see :mod:`nmt.models.kernels`).
     """

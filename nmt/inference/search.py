@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nmt.argmax import row_topk
+from nmt.inference.argmax import row_topk
 from nmt.models.interface import TranslationModel
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 
@@ -39,7 +39,7 @@ def greedy_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Ten
     the vocabulary (a seventh of greedy search's time at 8,000 pieces) is skipped; without
     ``with_attention`` the hypotheses' attention is None and never gathered. ``argmax``, when
     given and scores are not wanted, picks each step's logit position from the decoder output
-    (:class:`nmt.argmax.LinearArgmax`: the output layer's argmax without its float32 matmul).
+    (:class:`nmt.inference.argmax.LinearArgmax`: the output layer's argmax without its float32 matmul).
 
     :param src: shape (batch, src_len); :param src_len: shape (batch,)
     :param max_len: most pieces to generate per sentence (EOS included), shape (batch,)

@@ -19,7 +19,7 @@ import torch
 
 from nmt.errors import NmtError, SettingError
 from nmt.models.interface import TranslationModel
-from nmt.loading import load_run
+from nmt.inference.loading import load_run
 
 PRECISIONS = ("fp32", "int8")
 _QUANTIZABLE = (torch.nn.GRU, torch.nn.Linear)
