@@ -32,7 +32,7 @@ from nmt.inference.quantize import load_for_decoding
 from nmt.runtime.devices import configure_cpu, describe, pick_device, synchronize
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 from nmt.data.tokenizer import PAD_ID
-from nmt.train import TrainCallbacks, Trainer
+from nmt.training.trainer import TrainCallbacks, Trainer
 from nmt.inference.translate import Translator
 
 

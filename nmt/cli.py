@@ -160,7 +160,7 @@ def train(
     """
     flags = {k: v for k, v in locals().items()
              if v is not None and k not in ("config", "run_dir", "strict", "resume")}
-    from nmt.runs import new_run_dir, resume_run, train_new_run
+    from nmt.training.runs import new_run_dir, resume_run, train_new_run
 
     flags = {k: str(v) if isinstance(v, Path) else v for k, v in flags.items()}
     with _user_errors():
@@ -307,7 +307,7 @@ def attn_plot(
     """Draw the attention weights of each decoded translation as a heatmap."""
     from nmt.display import attention_table
     from nmt.inspect import attention_panels
-    from nmt.plotting import check_panels, figure_format, plot_attention
+    from nmt.report.plotting import check_panels, figure_format, plot_attention
 
     with _user_errors():
         figure_format(output)

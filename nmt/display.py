@@ -6,7 +6,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from nmt.plotting import AttentionPanel
+from nmt.report.plotting import AttentionPanel
 
 _SHADES = " ░▒▓█"
 

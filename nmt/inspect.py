@@ -9,9 +9,9 @@ from nmt.config import RunConfig, read_run_config
 from nmt.errors import NmtError
 from nmt.inference.loading import skeleton, weights_file
 from nmt.models.build import count_parameters, describe
-from nmt.plotting import AttentionPanel
+from nmt.report.plotting import AttentionPanel
 from nmt.runtime.checkpoint import read_header_checked
-from nmt.train import read_metrics
+from nmt.training.trainer import read_metrics
 from nmt.inference.translate import Translator
 
 

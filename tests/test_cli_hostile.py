@@ -18,7 +18,7 @@ from PIL import Image
 from safetensors.torch import load_file, save_file
 
 from nmt.errors import NmtError
-from nmt.runs import resume_run
+from nmt.training.runs import resume_run
 from nmt.runtime import checkpoint
 
 

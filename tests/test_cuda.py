@@ -45,7 +45,7 @@ def test_cuda_search_returns_cpu_attention():
 
 @cuda
 def test_training_on_cuda_with_amp_and_resume(tmp_path, corpus_file):
-    from nmt.runs import resume_run, train_new_run
+    from nmt.training.runs import resume_run, train_new_run
     state = train_new_run(_config(corpus_file, device="cuda", max_steps=6), tmp_path / "run")
     assert state.step == 6 and state.scaler  # the loss scaler's state is saved for resuming
     assert resume_run(tmp_path / "run", {"max_steps": 9}).step == 9

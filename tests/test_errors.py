@@ -3,7 +3,7 @@ import pytest
 from conftest import nmt
 
 from nmt.errors import SettingError
-from nmt.runs import resume_run
+from nmt.training.runs import resume_run
 from nmt.runtime.devices import pick_device
 
 

@@ -3,7 +3,7 @@ import torch
 from PIL import Image
 
 from nmt.errors import NmtError
-from nmt.plotting import AttentionPanel, plot_attention, plot_training_curve
+from nmt.report.plotting import AttentionPanel, plot_attention, plot_training_curve
 
 
 def _panel(n_src=4, n_tgt=3):

@@ -4,7 +4,7 @@ import torch
 from safetensors.torch import load_file
 
 from nmt.config import build_config, read_run_config
-from nmt.runs import train_new_run
+from nmt.training.runs import train_new_run
 
 
 def _config(corpus, **extra):
@@ -49,7 +49,7 @@ def test_held_out_sources_never_occur_in_training(tmp_path, corpus_file):
 
 
 def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, corpus_file):
-    from nmt.runs import resume_run
+    from nmt.training.runs import resume_run
     full = _config(corpus_file, max_steps=14, valid_every=4, dropout=0.3, lr_decay=0.5)
     train_new_run(full, tmp_path / "full")
     train_new_run(full.replace(max_steps=6), tmp_path / "part")
@@ -63,7 +63,7 @@ def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, corpu
 
 def test_non_finite_loss_stops_without_touching_the_weights(tmp_path, corpus_file):
     from nmt.inference import loading
-    from nmt.runs import resume_run
+    from nmt.training.runs import resume_run
     from nmt.runtime import checkpoint
     train_new_run(_config(corpus_file, max_steps=4), tmp_path / "run")
     before = load_file(tmp_path / "run" / "last.safetensors")
@@ -99,8 +99,8 @@ def _assert_same_last(a, b):
 
 
 def test_a_stop_signal_during_a_step_still_resumes_exactly(tmp_path, corpus_file, monkeypatch):
-    from nmt.runs import resume_run
-    from nmt.train import Trainer
+    from nmt.training.runs import resume_run
+    from nmt.training.trainer import Trainer
     full = _config(corpus_file, max_steps=10, valid_every=4, dropout=0.3)
     train_new_run(full, tmp_path / "full")
     real_step = Trainer.train_step
@@ -119,7 +119,7 @@ def test_a_stop_signal_during_a_step_still_resumes_exactly(tmp_path, corpus_file
 
 
 def test_a_budget_ending_on_an_epoch_boundary_resumes_exactly(tmp_path, corpus_file):
-    from nmt.runs import resume_run
+    from nmt.training.runs import resume_run
     full = _config(corpus_file, max_steps=None, epochs=3, valid_every=0, lr_decay=0.5)
     steps_per_epoch = train_new_run(full, tmp_path / "full").step // 3
     part = full.replace(max_steps=steps_per_epoch)
@@ -133,7 +133,7 @@ def test_resume_refuses_a_changed_corpus_and_works_from_elsewhere(tmp_path, corp
     import pytest
 
     from nmt.errors import NmtError
-    from nmt.runs import resume_run
+    from nmt.training.runs import resume_run
     corpus = tmp_path / "corpus.tsv"
     corpus.write_text(corpus_file.read_text())
     monkeypatch.chdir(tmp_path)

@@ -3,7 +3,7 @@ curve.png and the checkpoints, all in the run directory.
 
 It is the one place that decides what a training process puts on the terminal and on disk;
 a process that must not (``nmt bench``, or every worker but one when training is spread over
-several) gets :class:`nmt.train.TrainCallbacks` itself, which does nothing.
+several) gets :class:`nmt.training.trainer.TrainCallbacks` itself, which does nothing.
 """
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import torch
 
 from nmt.errors import NmtError
 from nmt.models.interface import TranslationModel
-from nmt.plotting import plot_training_curve
-from nmt.progress import TrainProgress
+from nmt.report.plotting import plot_training_curve
+from nmt.report.progress import TrainProgress
 from nmt.runtime import checkpoint
-from nmt.train import TrainCallbacks, TrainState, read_metrics
+from nmt.training.trainer import TrainCallbacks, TrainState, read_metrics
 
 
 class RunWriter(TrainCallbacks):

@@ -5,7 +5,7 @@ counted from the run's start, across resumes), or on SIGINT/SIGTERM, after savin
 
 The loop computes and decides; it shows and writes nothing itself. It reports to a
 :class:`TrainCallbacks` (progress, validation records, checkpoints to keep), so that what is
-shown and written, and by which process, is decided in one place: :class:`nmt.run_writer.RunWriter`
+shown and written, and by which process, is decided in one place: :class:`nmt.training.run_writer.RunWriter`
 for ``nmt train``, the silent base class for ``nmt bench``.
 """
 from __future__ import annotations

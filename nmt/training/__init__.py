@@ -1,0 +1,6 @@
+"""Training: the loop, validation and schedule (``trainer``), starting and resuming a run in
+its directory (``runs``), and what a training process shows and writes (``run_writer``).
+
+May import: ``nmt.errors``, ``nmt.config``, ``nmt.runtime``, ``nmt.report``, ``nmt.data``,
+``nmt.models``, ``nmt.inference`` (validation translates).
+"""
