@@ -82,7 +82,7 @@ def write_config(work: Path, **overrides: object) -> Path:
 
 
 def prepare(run: Path, work: Path, separate_vocab: bool) -> None:
-    from nmt.bench import pick_sources
+    from nmt.tools.bench import pick_sources
     from nmt.config import read_run_config
     from nmt.data.corpus import split_by_source
     from nmt.inference.evaluate import run_test_set

@@ -2,7 +2,7 @@ import json
 
 from conftest import nmt
 
-from nmt.bench import PeakRSS, pick_sources
+from nmt.tools.bench import PeakRSS, pick_sources
 
 
 def test_peak_rss_sees_an_allocation():

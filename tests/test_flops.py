@@ -3,7 +3,7 @@ import torch
 from conftest import tiny_model
 
 from nmt.data.batching import make_batch
-from nmt.flops import matmul_peak_flops, training_flops
+from nmt.tools.flops import matmul_peak_flops, training_flops
 
 
 def test_a_batchs_flops_are_its_sentences_flops_when_nothing_is_padded():

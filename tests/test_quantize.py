@@ -77,7 +77,7 @@ def test_decoding_device_int8_is_cpu_only(monkeypatch):
 
 
 def test_score_table_title_names_int8_decoding():
-    from nmt.output import score_table
+    from nmt.cli.output import score_table
 
     info = {"test_set": "t.tsv", "sentences": 2, "references": 1, "beam": 1, "length_penalty": None,
             "precision": "int8"}

@@ -2,6 +2,6 @@
 (``fileio``), one writer per run directory (``lock``) and the checkpoint format
 (``checkpoint``).
 
-May import: ``nmt.errors``, ``nmt.config`` and each other; nothing of data, models, training
-or the CLI.
+May import: ``nmt.errors`` and each other; nothing of configs, data, models, training or
+the CLI.
 """

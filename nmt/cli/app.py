@@ -15,7 +15,7 @@ from nmt import __version__
 from nmt.config import build_config, default_of, load_config_file
 from nmt.errors import NmtError, SettingError
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
-from nmt.streams import (argument_texts, checked_output, input_lines, is_stdout, print_out, refuse_same_file,
+from nmt.cli.streams import (argument_texts, checked_output, input_lines, is_stdout, print_out, refuse_same_file,
                          run_inputs, write_output)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
@@ -231,7 +231,7 @@ def translate(
     kernels: KernelsOpt = "fast",
 ) -> None:
     """Translate sentences with a trained run: one output line per input line, in order."""
-    from nmt.output import translation_lines
+    from nmt.cli.output import translation_lines
 
     with _user_errors():
         if text and input is not None:
@@ -270,7 +270,7 @@ def eval_(
     """Score a run with sacrebleu (detokenised output against raw references)."""
     from nmt.inference.evaluate import evaluate, file_test_set, run_test_set
     from nmt.inference.loading import latest_run
-    from nmt.output import score_json, score_table
+    from nmt.cli.output import score_json, score_table
 
     with _user_errors():
         if (src is None) != (not ref):
@@ -305,8 +305,8 @@ def attn_plot(
     device: DeviceOpt = "auto",
 ) -> None:
     """Draw the attention weights of each decoded translation as a heatmap."""
-    from nmt.display import attention_table
-    from nmt.inspect import attention_panels
+    from nmt.cli.display import attention_table
+    from nmt.tools.inspect import attention_panels
     from nmt.report.plotting import check_panels, figure_format, plot_attention
 
     with _user_errors():
@@ -329,8 +329,8 @@ def info(
     """Print a run's model card: architecture, sizes, data, training and library versions."""
     import json
 
-    from nmt.display import key_value_table
-    from nmt.inspect import model_card
+    from nmt.cli.display import key_value_table
+    from nmt.tools.inspect import model_card
     from nmt.inference.loading import latest_run
 
     with _user_errors():
@@ -372,10 +372,10 @@ def bench(
     import dataclasses
     import json
 
-    from nmt.bench import run_bench, translation_run
+    from nmt.tools.bench import run_bench, translation_run
     from nmt.config import read_run_config
     from nmt.inference.loading import weights_file
-    from nmt.output import bench_table
+    from nmt.cli.output import bench_table
     from nmt.inference.quantize import decoding_device
 
     with _user_errors():

@@ -24,7 +24,7 @@ import torch
 from nmt import __version__
 from nmt.data.batching import Batch, make_batch
 from nmt.config import RunConfig
-from nmt.flops import matmul_peak_flops, training_flops
+from nmt.tools.flops import matmul_peak_flops, training_flops
 from nmt.models.kernels import use_kernels
 from nmt.models.build import build_model, count_parameters
 from nmt.data.prepare import prepare_run_data
@@ -77,7 +77,7 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
     bucketed as ``nmt train`` buckets them; time it.
 
     :return: the figures; a call that counts the timed steps' matmul FLOPs (see
-        :mod:`nmt.flops`) and compares their rate with the device's matmul peak
+        :mod:`nmt.tools.flops`) and compares their rate with the device's matmul peak
     """
     data_cfg = dataclasses.replace(config.data, valid_size=0, test_size=0)
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,0 +1,9 @@
+"""The ``nmt`` command line: the Typer app (``app``) parses, calls the library and prints;
+its input and output streams (``streams``), text and JSON formats (``output``) and terminal
+renderings (``display``). Nothing else lives here, and nothing below imports it.
+
+May import anything.
+"""
+from nmt.cli.app import app, main
+
+__all__ = ["app", "main"]
