@@ -46,12 +46,20 @@ def test_int8_log_probabilities_stay_close_to_fp32(tokenizer):
     assert not torch.equal(got, want)  # it really decodes with other weights
 
 
-def test_int8_translations_keep_line_count(tokenizer):
-    translator = Translator(quantize_int8(tiny_model(tokenizer.vocab_size)), tokenizer, torch.device("cpu"),
-                            beam=3)
-    lines = ["Tom sees the cat.", "", "Mary likes the dog today."]
-    out = translator.translate(lines, batch_size=2)
-    assert len(out) == 3 and out[1] == ""
+def test_int8_translates_as_fp32_on_a_decisive_model_and_keeps_lines(tokenizer):
+    """Weights 3x the tiny model's leave its logits no near-ties for int8's rounding to flip,
+    so every piece of every output is fp32's (a zeroed or misquantized layer changes them);
+    the empty line stays an empty line."""
+    model = tiny_model(tokenizer.vocab_size, seed=3)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.mul_(3)
+    lines = ["Tom sees the cat.", "", "Mary likes the dog today.", "The big red bird chases the mouse now."]
+    cpu = torch.device("cpu")
+    fp32 = Translator(model, tokenizer, cpu, beam=3).translate(lines, batch_size=2)
+    int8 = Translator(quantize_int8(model), tokenizer, cpu, beam=3).translate(lines, batch_size=2)
+    assert int8 == fp32 and int8[1] == ""
+    assert all(len(out) > 10 for k, out in enumerate(fp32) if k != 1)  # outputs with pieces to compare
 
 
 @pytest.mark.parametrize("attention", ["additive", "dot"])
