@@ -82,11 +82,11 @@ def write_config(work: Path, **overrides: object) -> Path:
 
 
 def prepare(run: Path, work: Path, separate_vocab: bool) -> None:
-    from nmt.tools.bench import pick_sources
     from nmt.config import read_run_config
     from nmt.data.corpus import split_by_source
-    from nmt.inference.evaluate import run_test_set
     from nmt.data.prepare import read_corpus
+    from nmt.inference.evaluate import run_test_set
+    from nmt.tools.bench import pick_sources
 
     cfg = read_run_config(run / "config.yaml")
     pairs, _ = read_corpus(cfg.data)
@@ -227,8 +227,8 @@ def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32") -> 
     import torch
 
     from nmt.inference.quantize import load_for_decoding
-    from nmt.runtime.devices import configure_cpu
     from nmt.inference.translate import Translator
+    from nmt.runtime.devices import configure_cpu
 
     configure_cpu(0)
     bench = (work / "bench.en").read_text().splitlines()

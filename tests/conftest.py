@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from nmt.config import ModelConfig
+from nmt.data.tokenizer import PAD_ID, Tokenizer
 from nmt.models.build import build_model
 from nmt.models.rnn.seq2seq import Seq2Seq
-from nmt.data.tokenizer import PAD_ID, Tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
 # A tiny model for CLI tests: fast to train, a real run directory all the same.

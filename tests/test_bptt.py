@@ -6,12 +6,12 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt.data.batching import make_batch
-from nmt.models.rnn.bptt import Packing, packed_gru
 from nmt.config import ModelConfig
-from nmt.models.rnn.encoder import GRUEncoder
-from nmt.models.build import build_model
+from nmt.data.batching import make_batch
 from nmt.data.tokenizer import PAD_ID
+from nmt.models.build import build_model
+from nmt.models.rnn.bptt import Packing, packed_gru
+from nmt.models.rnn.encoder import GRUEncoder
 
 
 def _model(layers: int, dropout: float):

@@ -5,10 +5,10 @@ import pytest
 import torch
 from conftest import tiny_model
 
-from nmt.inference import loading
-from nmt.data.batching import make_batch
 from nmt.config import build_config, save_config
+from nmt.data.batching import make_batch
 from nmt.errors import NmtError
+from nmt.inference import loading
 from nmt.runtime import checkpoint
 
 

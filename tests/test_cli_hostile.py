@@ -18,8 +18,8 @@ from PIL import Image
 from safetensors.torch import load_file, save_file
 
 from nmt.errors import NmtError
-from nmt.training.runs import resume_run
 from nmt.runtime import checkpoint
+from nmt.training.runs import resume_run
 
 
 def _clean_error(result, *needles):

@@ -6,9 +6,9 @@ from conftest import tiny_model
 from test_train import _config
 
 from nmt.data.batching import make_batch
-from nmt.tools.flops import matmul_peak_flops
 from nmt.inference.search import beam_search, greedy_search
 from nmt.inference.translate import Translator
+from nmt.tools.flops import matmul_peak_flops
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

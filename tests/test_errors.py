@@ -3,8 +3,8 @@ import pytest
 from conftest import nmt
 
 from nmt.errors import SettingError
-from nmt.training.runs import resume_run
 from nmt.runtime.devices import pick_device
+from nmt.training.runs import resume_run
 
 
 def test_a_setting_error_names_settings_in_the_library_and_flags_in_the_cli():

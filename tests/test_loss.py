@@ -2,9 +2,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from nmt.models.generator import Generator
 from nmt.models.loss import masked_cross_entropy
 from nmt.models.masks import lengths_to_mask
-from nmt.models.generator import Generator
 
 
 def test_padding_contributes_nothing_to_loss_or_gradient():

@@ -3,8 +3,8 @@ import torch
 from conftest import tiny_model
 
 from nmt.data.batching import make_batch
-from nmt.models.build import count_parameters
 from nmt.inference.search import greedy_search
+from nmt.models.build import count_parameters
 
 
 def _decode(model, seqs):

@@ -3,16 +3,16 @@ import dataclasses
 
 import torch
 
-from nmt.data.batching import make_batch
 from nmt.config import ModelConfig
-from nmt.models.loss import masked_cross_entropy
+from nmt.data.batching import make_batch
+from nmt.data.prepare import prepare_run_data
+from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from nmt.inference.search import beam_search, greedy_search
 from nmt.models.build import build_model
 from nmt.models.generator import Generator
+from nmt.models.loss import masked_cross_entropy
 from nmt.models.pieces import PieceMap
-from nmt.data.prepare import prepare_run_data
 from nmt.runtime.checkpoint import load_model_weights, read, save
-from nmt.inference.search import beam_search, greedy_search
-from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 PIECES = [PAD_ID, UNK_ID, BOS_ID, EOS_ID, 7, 9, 12, 20]
 SOURCE = [PAD_ID, UNK_ID, BOS_ID, EOS_ID, 5, 6, 7, 8, 9]

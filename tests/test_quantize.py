@@ -3,9 +3,9 @@ import torch
 from conftest import tiny_model
 from torch import nn
 
+from nmt.data.tokenizer import BOS_ID
 from nmt.errors import NmtError
 from nmt.inference.quantize import decoding_device, quantizable, quantize_int8
-from nmt.data.tokenizer import BOS_ID
 from nmt.inference.translate import Translator
 
 

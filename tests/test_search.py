@@ -5,8 +5,8 @@ import torch
 from conftest import tiny_model
 
 from nmt.data.batching import make_batch
-from nmt.inference.search import beam_search, greedy_search, max_output_lengths
 from nmt.data.tokenizer import BOS_ID, EOS_ID
+from nmt.inference.search import beam_search, greedy_search, max_output_lengths
 
 
 def test_greedy_matches_a_manual_step_by_step_argmax():
@@ -166,13 +166,13 @@ def test_early_stop_keeps_the_nbest_lists_and_saves_steps(monkeypatch):
 # --- search over the interface alone ------------------------------------------------------
 
 class _BigramState:
-    """A fake model's state: the source lengths (for attention) and the steps taken per row."""
+    """A fake model's state: the source lengths and padded width (for attention)."""
 
-    def __init__(self, src_len, steps):
-        self.src_len, self.steps = src_len, steps
+    def __init__(self, src_len, width):
+        self.src_len, self.width = src_len, width
 
     def select(self, index):
-        return _BigramState(self.src_len[index], self.steps[index])
+        return _BigramState(self.src_len[index], self.width)
 
     def reorder_beams(self, index):
         return self.select(index)
@@ -195,13 +195,11 @@ class _BigramModel:
         self.table = (probs / probs.sum(1, keepdim=True)).log()[:, 2:]  # positions: ids 2..6
 
     def encode(self, src, src_len):
-        return _BigramState(src_len, torch.zeros_like(src_len))
+        return _BigramState(src_len, src.size(1))
 
     def step(self, prev, state):
-        width = int(state.src_len.max())
-        attention = (torch.arange(width) < state.src_len.unsqueeze(1)).float()
-        attention = attention / state.src_len.unsqueeze(1)
-        return self.table[prev], _BigramState(state.src_len, state.steps + 1), attention
+        attention = (torch.arange(state.width) < state.src_len.unsqueeze(1)).float()
+        return self.table[prev], state, attention / state.src_len.unsqueeze(1)
 
     def logits(self, outputs):
         return outputs  # the table's rows are already log-probabilities

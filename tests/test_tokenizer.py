@@ -1,7 +1,7 @@
 import pytest
 
-from nmt.errors import NmtError
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from nmt.errors import NmtError
 
 
 def test_round_trip(tokenizer):

@@ -63,8 +63,8 @@ def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, corpu
 
 def test_non_finite_loss_stops_without_touching_the_weights(tmp_path, corpus_file):
     from nmt.inference import loading
-    from nmt.training.runs import resume_run
     from nmt.runtime import checkpoint
+    from nmt.training.runs import resume_run
     train_new_run(_config(corpus_file, max_steps=4), tmp_path / "run")
     before = load_file(tmp_path / "run" / "last.safetensors")
     path = tmp_path / "run" / "last.safetensors"

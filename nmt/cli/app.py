@@ -12,11 +12,11 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from nmt import __version__
+from nmt.cli.streams import (argument_texts, checked_output, input_lines, is_stdout, print_out,
+                             refuse_same_file, run_inputs, write_output)
 from nmt.config import build_config, default_of, load_config_file
 from nmt.errors import NmtError, SettingError
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
-from nmt.cli.streams import (argument_texts, checked_output, input_lines, is_stdout, print_out, refuse_same_file,
-                         run_inputs, write_output)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
                   help="nmt: train, run and inspect GRU + Bahdanau-attention translation models.")
@@ -185,11 +185,11 @@ def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
 
 def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
                      length_penalty: float = 0.0, precision: str = "fp32", kernels: str = "fast") -> Any:
-    from nmt.models.kernels import use_kernels
     from nmt.inference.loading import latest_run
     from nmt.inference.quantize import decoding_device, load_for_decoding
-    from nmt.runtime.devices import configure_cpu
     from nmt.inference.translate import Translator
+    from nmt.models.kernels import use_kernels
+    from nmt.runtime.devices import configure_cpu
 
     _at_least("--beam", beam)
     _check_penalty(length_penalty)
@@ -268,9 +268,9 @@ def eval_(
     kernels: KernelsOpt = "fast",
 ) -> None:
     """Score a run with sacrebleu (detokenised output against raw references)."""
+    from nmt.cli.output import score_json, score_table
     from nmt.inference.evaluate import evaluate, file_test_set, run_test_set
     from nmt.inference.loading import latest_run
-    from nmt.cli.output import score_json, score_table
 
     with _user_errors():
         if (src is None) != (not ref):
@@ -306,8 +306,8 @@ def attn_plot(
 ) -> None:
     """Draw the attention weights of each decoded translation as a heatmap."""
     from nmt.cli.display import attention_table
-    from nmt.tools.inspect import attention_panels
     from nmt.report.plotting import check_panels, figure_format, plot_attention
+    from nmt.tools.inspect import attention_panels
 
     with _user_errors():
         figure_format(output)
@@ -330,8 +330,8 @@ def info(
     import json
 
     from nmt.cli.display import key_value_table
-    from nmt.tools.inspect import model_card
     from nmt.inference.loading import latest_run
+    from nmt.tools.inspect import model_card
 
     with _user_errors():
         card = model_card(checkpoint or latest_run())
@@ -372,11 +372,11 @@ def bench(
     import dataclasses
     import json
 
-    from nmt.tools.bench import run_bench, translation_run
+    from nmt.cli.output import bench_table
     from nmt.config import read_run_config
     from nmt.inference.loading import weights_file
-    from nmt.cli.output import bench_table
     from nmt.inference.quantize import decoding_device
+    from nmt.tools.bench import run_bench, translation_run
 
     with _user_errors():
         for flag, value, minimum in (("--pairs", pairs, 2), ("--steps", steps, 1), ("--warmup", warmup, 0),

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from nmt.config import DataConfig, RunConfig
 from nmt.data.corpus import ReadReport, Split, parallel_pairs, read_parallel, read_tsv, split_by_source
-from nmt.errors import NmtError, SettingError
-from nmt.runtime.fileio import atomic_path, atomic_write_lines
 from nmt.data.sequences import Sequences
 from nmt.data.tokenizer import SPECIALS, Tokenizer
+from nmt.errors import NmtError, SettingError
+from nmt.runtime.fileio import atomic_path, atomic_write_lines
 
 log = logging.getLogger(__name__)
 

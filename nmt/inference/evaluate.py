@@ -6,9 +6,9 @@ from pathlib import Path
 
 from nmt.config import read_run_config
 from nmt.data.corpus import read_text_lines
+from nmt.data.prepare import read_pairs
 from nmt.errors import NmtError, SettingError
 from nmt.inference.metrics import Score, corpus_score
-from nmt.data.prepare import read_pairs
 from nmt.inference.translate import Translator
 
 

@@ -19,10 +19,10 @@ import torch
 from torch import nn
 
 from nmt.config import ModelConfig, RunConfig, read_run_config
+from nmt.data.tokenizer import PAD_ID, Tokenizer
 from nmt.errors import NmtError, SettingError
 from nmt.models.build import build_model
 from nmt.runtime.checkpoint import load_model_weights, read
-from nmt.data.tokenizer import PAD_ID, Tokenizer
 
 
 def latest_run(root: Path = Path("checkpoints")) -> Path:

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from nmt.errors import NmtError, SettingError
-from nmt.models.interface import TranslationModel
 from nmt.inference.loading import load_run
+from nmt.models.interface import TranslationModel
 
 PRECISIONS = ("fp32", "int8")
 _QUANTIZABLE = (torch.nn.GRU, torch.nn.Linear)

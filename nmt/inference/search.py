@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
+from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.inference.argmax import row_topk
 from nmt.models.interface import TranslationModel
-from nmt.data.tokenizer import BOS_ID, EOS_ID
 
 
 @dataclass

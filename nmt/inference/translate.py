@@ -7,14 +7,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from nmt.inference.argmax import LinearArgmax
 from nmt.data.batching import length_sorted_chunks, make_batch
 from nmt.data.corpus import normalize
+from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
+from nmt.inference.argmax import LinearArgmax
+from nmt.inference.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from nmt.models.interface import TranslationModel
 from nmt.runtime.devices import autocast
-from nmt.inference.search import Hypothesis, beam_search, greedy_search, max_output_lengths
-from nmt.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -22,18 +22,18 @@ from typing import Any
 import torch
 
 from nmt import __version__
-from nmt.data.batching import Batch, make_batch
 from nmt.config import RunConfig
-from nmt.tools.flops import matmul_peak_flops, training_flops
-from nmt.models.kernels import use_kernels
-from nmt.models.build import build_model, count_parameters
+from nmt.data.batching import Batch, make_batch
 from nmt.data.prepare import prepare_run_data
-from nmt.inference.quantize import load_for_decoding
-from nmt.runtime.devices import configure_cpu, describe, pick_device, synchronize
-from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 from nmt.data.tokenizer import PAD_ID
-from nmt.training.trainer import TrainCallbacks, Trainer
+from nmt.inference.quantize import load_for_decoding
+from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 from nmt.inference.translate import Translator
+from nmt.models.build import build_model, count_parameters
+from nmt.models.kernels import use_kernels
+from nmt.runtime.devices import configure_cpu, describe, pick_device, synchronize
+from nmt.tools.flops import matmul_peak_flops, training_flops
+from nmt.training.trainer import TrainCallbacks, Trainer
 
 
 def _rss_bytes() -> int:

@@ -8,11 +8,11 @@ from typing import Any
 from nmt.config import RunConfig, read_run_config
 from nmt.errors import NmtError
 from nmt.inference.loading import skeleton, weights_file
+from nmt.inference.translate import Translator
 from nmt.models.build import count_parameters, describe
 from nmt.report.plotting import AttentionPanel
 from nmt.runtime.checkpoint import read_header_checked
 from nmt.training.trainer import read_metrics
-from nmt.inference.translate import Translator
 
 
 def _summary(path: Path) -> dict[str, Any]:

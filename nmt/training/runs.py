@@ -15,17 +15,17 @@ import sentencepiece
 import torch
 
 from nmt import __version__
-from nmt.inference import loading
 from nmt.config import RunConfig, read_run_config, save_config
-from nmt.errors import NmtError, SettingError
-from nmt.models.build import build_model, count_parameters
 from nmt.data.prepare import RunData, absolute_sources, prepare_run_data
-from nmt.training.run_writer import RunWriter
+from nmt.data.tokenizer import PAD_ID, Tokenizer
+from nmt.errors import NmtError, SettingError
+from nmt.inference import loading
+from nmt.models.build import build_model, count_parameters
 from nmt.runtime import checkpoint
 from nmt.runtime.devices import configure_cpu, describe, pick_device
 from nmt.runtime.fileio import atomic_write_text
 from nmt.runtime.lock import LOCK_FILE, run_lock
-from nmt.data.tokenizer import PAD_ID, Tokenizer
+from nmt.training.run_writer import RunWriter
 from nmt.training.trainer import Trainer, TrainState, make_optimizer, trim_metrics
 
 log = logging.getLogger(__name__)

@@ -24,17 +24,17 @@ from typing import Iterator
 
 import torch
 
-from nmt.data.batching import Batch, bucket_batches, make_batch
 from nmt.config import RunConfig
+from nmt.data.batching import Batch, bucket_batches, make_batch
+from nmt.data.prepare import RunData
 from nmt.errors import NmtError
+from nmt.inference.metrics import bleu
+from nmt.inference.translate import Translator
 from nmt.models.interface import TranslationModel
 from nmt.models.kernels import use_kernels
 from nmt.models.loss import batch_loss
-from nmt.inference.metrics import bleu
-from nmt.data.prepare import RunData
 from nmt.runtime.devices import autocast, describe
 from nmt.runtime.fileio import atomic_write_text
-from nmt.inference.translate import Translator
 
 log = logging.getLogger(__name__)
 

@@ -26,11 +26,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt.models.attention import AdditiveAttention, make_attention
-from nmt.models.rnn.bptt import teacher_forced
 from nmt.models.dropout import Dropout, dropout, dropout_mask
-from nmt.models.rnn.gru_cell import gru_cell
 from nmt.models.kernels import bptt_runs
 from nmt.models.pieces import PieceEmbedding, PieceMap
+from nmt.models.rnn.bptt import teacher_forced
+from nmt.models.rnn.gru_cell import gru_cell
 
 
 class DecoderState(NamedTuple):

@@ -10,10 +10,10 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt.models.rnn.bptt import Packing, packed_gru
 from nmt.models.dropout import Dropout, dropout_mask
 from nmt.models.kernels import bptt_runs
 from nmt.models.pieces import PieceEmbedding, PieceMap
+from nmt.models.rnn.bptt import Packing, packed_gru
 
 
 class GRUEncoder(nn.Module):
