@@ -16,7 +16,7 @@ def memorised_run(tmp_path_factory):
     result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--vocab-size", "60",
                  "--embed-size", "32", "--hidden-size", "64", "--layers", "1", "--dropout", "0",
                  "--label-smoothing", "0", "--lr", "0.01", "--batch-size", "8",
-                 "--max-steps", "600", "--device", "cpu", "--seed", "3")
+                 "--max-steps", "600", "--device", "cpu", "--seed", "3", process=True)
     assert result.returncode == 0, result.stderr
     assert json.loads((run / "run.json").read_text())["steps"] == 600  # not cut short by default epochs
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -31,7 +31,7 @@ def memorised_run(tmp_path_factory):
 def test_train_then_translate_reproduces_a_training_sentence(memorised_run):
     run, train_pairs = memorised_run
     src, tgt = max(train_pairs, key=lambda p: len(p[0]))
-    result = nmt("translate", "--checkpoint", str(run), src)
+    result = nmt("translate", "--checkpoint", str(run), src, process=True)  # the real command, end to end
     assert result.returncode == 0, result.stderr
     assert result.stdout == tgt + "\n"
 
