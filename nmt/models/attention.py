@@ -113,26 +113,36 @@ class AdditiveAttention(nn.Module):
         return context, weights
 
 
+def scaled_dot_product(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                       mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q k^T / sqrt(d)) v over the keys ``mask`` allows (Vaswani et al. 2017, eq. (1)).
+
+    :param queries: shape (..., q_len, d)
+    :param keys: shape (..., k_len, d)
+    :param values: shape (..., k_len, d_v)
+    :param mask: bool, True where a query may attend a key, broadcastable to (..., q_len, k_len)
+    :return: context, shape (..., q_len, d_v); weights, shape (..., q_len, k_len), exactly 0
+        where ``mask`` is False
+    """
+    scores = queries @ keys.transpose(-2, -1) / math.sqrt(queries.size(-1))
+    weights = masked_softmax(scores, mask)
+    return weights @ values, weights
+
+
 class DotProductAttention(nn.Module):
     """Scaled dot-product scoring of the decoder state against the encoder outputs:
     e_ij = s . h_j / sqrt(d), parameter-free, so query and keys share the hidden size d."""
 
-    def __init__(self, hidden_size: int) -> None:
-        super().__init__()
-        self.scale = 1 / math.sqrt(hidden_size)
-
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        """:param keys: shape (batch, src_len, hidden) :return: h / sqrt(d), the same shape"""
-        return keys * self.scale
+        """Nothing to project: the keys are the encoder outputs, shape (batch, src_len, hidden)."""
+        return keys
 
     def forward(self, query: torch.Tensor, proj_keys: torch.Tensor, values: torch.Tensor,
                 src_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """As :meth:`AdditiveAttention.forward`; ``proj_keys`` from :meth:`project_keys`."""
         assert query.dim() == 2 and proj_keys.shape[:2] == values.shape[:2] == src_mask.shape
-        scores = torch.bmm(proj_keys, query.unsqueeze(2)).squeeze(2)  # (batch, src_len)
-        weights = masked_softmax(scores, src_mask)
-        context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # (batch, value_size)
-        return context, weights
+        context, weights = scaled_dot_product(query.unsqueeze(1), proj_keys, values, src_mask.unsqueeze(1))
+        return context.squeeze(1), weights.squeeze(1)  # (batch, value_size), (batch, src_len)
 
 
 ATTENTIONS = ("additive", "dot")
@@ -141,5 +151,5 @@ ATTENTIONS = ("additive", "dot")
 def make_attention(kind: str, hidden_size: int) -> nn.Module:
     """The scoring ``kind`` (one of :data:`ATTENTIONS`) over states and keys of ``hidden_size``."""
     if kind == "dot":
-        return DotProductAttention(hidden_size)
+        return DotProductAttention()
     return AdditiveAttention(hidden_size, hidden_size, hidden_size)

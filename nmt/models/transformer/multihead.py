@@ -1,0 +1,53 @@
+"""Multi-head attention (Vaswani et al. 2017, section 3.2.2): h heads of
+:func:`nmt.models.attention.scaled_dot_product` over learned projections, concatenated and
+projected back. Self-attention is the same module with queries, keys and values from one
+sequence."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt.models.attention import scaled_dot_product
+
+
+class MultiHeadAttention(nn.Module):
+    """``heads`` heads of size ``size // heads`` each."""
+
+    def __init__(self, size: int, heads: int, bias: bool = True) -> None:
+        super().__init__()
+        assert size % heads == 0, f"the model size {size} must be a multiple of the heads {heads}"
+        self.heads = heads
+        self.query_proj = nn.Linear(size, size, bias=bias)  # W_q, all heads
+        self.key_proj = nn.Linear(size, size, bias=bias)  # W_k
+        self.value_proj = nn.Linear(size, size, bias=bias)  # W_v
+        self.out_proj = nn.Linear(size, size, bias=bias)  # W_o
+
+    def split(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, len, size) -> (batch, heads, len, size // heads)"""
+        batch, length, size = x.shape
+        return x.view(batch, length, self.heads, size // self.heads).transpose(1, 2)
+
+    def project_keys_values(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of ``memory`` (batch, len, size), per head: each (batch, heads, len,
+        size // heads). Encoder-decoder attention projects them once per batch."""
+        return self.split(self.key_proj(memory)), self.split(self.value_proj(memory))
+
+    def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attend from ``queries`` (batch, q_len, size) to keys and values already projected
+        and split (from :meth:`project_keys_values`).
+
+        :param mask: bool, True where a query may attend a key, broadcastable to
+            (batch, heads, q_len, k_len): (batch, 1, 1, k_len) for padding,
+            (1, 1, q_len, k_len) for causality, or both combined
+        :return: outputs, shape (batch, q_len, size); weights, shape (batch, heads, q_len, k_len)
+        """
+        context, weights = scaled_dot_product(self.split(self.query_proj(queries)), keys, values, mask)
+        batch, heads, length, head_size = context.shape
+        merged = context.transpose(1, 2).reshape(batch, length, heads * head_size)
+        return self.out_proj(merged), weights
+
+
+def causal_mask(length: int, device: torch.device | None = None) -> torch.Tensor:
+    """True where query i may see key j (j <= i): shape (length, length)."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
