@@ -46,6 +46,7 @@ class DataConfig:
 class ModelConfig:
     """Sizes of the encoder-decoder."""
 
+    arch: str = "gru"  # or "transformer" (nmt/models/transformer/)
     embed_size: int = 256
     hidden_size: int = 256
     layers: int = 2
@@ -58,6 +59,8 @@ class ModelConfig:
     source_pieces: int = 0  # pieces with encoder rows (those in training sources, and specials)
     target_pieces: int = 0  # pieces with decoder and generator rows (in training targets, specials)
     #                         both set by nmt train; 0 = every piece (runs made before that)
+    heads: int = 4  # transformer: attention heads
+    ff_size: int = 1024  # transformer: feed-forward inner size
     tokenizer_sha256: str = ""  # of the run's spm.model, checked on every load; set by nmt train
 
 
@@ -140,6 +143,14 @@ class RunConfig:
         _check(0 <= m.dropout < 1, f"dropout must be in [0, 1), got {m.dropout}")
         _check(m.decoder in ("input_feeding", "bahdanau"),
                f"decoder must be input_feeding or bahdanau, got {m.decoder!r}")
+        _check(m.arch in ("gru", "transformer"), f"arch must be gru or transformer, got {m.arch!r}")
+        if m.arch == "transformer":
+            _check(m.embed_size == m.hidden_size,
+                   f"a transformer has one size: embed_size {m.embed_size} must equal hidden_size {m.hidden_size}")
+            _check(m.heads >= 1 and m.hidden_size % m.heads == 0,
+                   f"hidden_size {m.hidden_size} must be a multiple of heads ({m.heads})")
+            _check(m.hidden_size % 2 == 0, f"a transformer needs an even hidden_size, got {m.hidden_size}")
+            _check(m.ff_size >= 1, f"ff_size must be >= 1, got {m.ff_size}")
         _check(m.attention in ("additive", "dot"),
                f"attention must be additive or dot, got {m.attention!r}")
         _check(m.init_range >= 0, f"init_range must be >= 0, got {m.init_range}")

@@ -104,6 +104,8 @@ def train(
                                              rich_help_panel="Data")] = None,
     strict: Annotated[bool, Opt(help="Fail on any malformed corpus line instead of skipping it.",
                                 rich_help_panel="Data")] = False,
+    arch: Annotated[Optional[str], Opt(help=_h("arch", "gru, or transformer (embed size = hidden size = "
+                                               "d_model)."), rich_help_panel="Model")] = None,
     embed_size: Annotated[Optional[int], Opt(help=_h("embed_size", "Embedding size."),
                                              rich_help_panel="Model")] = None,
     hidden_size: Annotated[Optional[int], Opt(help=_h("hidden_size", "GRU and attention size."),
@@ -119,6 +121,10 @@ def train(
                                                   "or bahdanau (d2l.ai's)."), rich_help_panel="Model")] = None,
     attention: Annotated[Optional[str], Opt(help=_h("attention", "Scoring: additive (Bahdanau's) or dot "
                                                     "(scaled dot product)."), rich_help_panel="Model")] = None,
+    heads: Annotated[Optional[int], Opt(help=_h("heads", "Transformer: attention heads."),
+                                        rich_help_panel="Model")] = None,
+    ff_size: Annotated[Optional[int], Opt(help=_h("ff_size", "Transformer: feed-forward size."),
+                                          rich_help_panel="Model")] = None,
     epochs: Annotated[Optional[int], Opt(help="Most epochs. \\[default: 10, or no limit when --max-steps or "
                                          "--max-minutes is given]", rich_help_panel="Budget")] = None,
     max_steps: Annotated[Optional[int], Opt(help="Most optimiser steps in total.",

@@ -7,6 +7,7 @@ from nmt.config import ModelConfig
 from nmt.models.interface import TranslationModel
 from nmt.models.pieces import PieceMap
 from nmt.models.rnn import seq2seq
+from nmt.models.transformer import model as transformer
 
 
 def build_model(cfg: ModelConfig, pad_id: int, source_pieces: list[int] | None = None,
@@ -23,13 +24,14 @@ def build_model(cfg: ModelConfig, pad_id: int, source_pieces: list[int] | None =
         assert pieces is None or len(pieces) == count, "pieces do not match the config"
         return PieceMap(pieces if pieces is not None else count, cfg.vocab)
 
-    return seq2seq.build(cfg, pad_id, side(cfg.source_pieces, source_pieces),
-                         side(cfg.target_pieces, target_pieces), side(cfg.target_pieces, target_pieces))
+    family = transformer if cfg.arch == "transformer" else seq2seq
+    return family.build(cfg, pad_id, side(cfg.source_pieces, source_pieces),
+                        side(cfg.target_pieces, target_pieces), side(cfg.target_pieces, target_pieces))
 
 
 def describe(cfg: ModelConfig) -> str:
     """The architecture in words, for model cards."""
-    return seq2seq.describe(cfg)
+    return (transformer if cfg.arch == "transformer" else seq2seq).describe(cfg)
 
 
 def count_parameters(model: nn.Module) -> int:

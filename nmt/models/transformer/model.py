@@ -1,0 +1,206 @@
+"""The Transformer encoder-decoder (Vaswani et al. 2017) as a :class:`nmt.models.interface.TranslationModel`.
+
+Encoder layers: self-attention, then feed-forward. Decoder layers: causal self-attention,
+encoder-decoder attention, feed-forward. Each sub-layer sits in a residual with layer norm
+(pre-norm by default: a final norm closes each stack). Decoding is incremental: each decoder
+layer caches the keys and values of the positions decoded so far, and the encoder-decoder
+attention's keys and values are projected once per batch, so a step costs one position.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+from torch import nn
+
+from nmt.config import ModelConfig
+from nmt.models.generator import Generator
+from nmt.models.loss import masked_cross_entropy
+from nmt.models.masks import lengths_to_mask
+from nmt.models.pieces import PieceEmbedding, PieceMap
+from nmt.models.transformer.layers import FeedForward, Residual
+from nmt.models.transformer.multihead import MultiHeadAttention, causal_mask
+from nmt.models.transformer.positional import PositionalEncoding
+
+KeyValue = tuple[torch.Tensor, torch.Tensor]  # each (batch, heads, len, head_size)
+
+
+@dataclass(frozen=True)
+class TransformerState:
+    """What a decoding step needs; batch is dim 0 of every tensor.
+
+    cross: per decoder layer, the encoder-decoder attention's keys and values of the source
+    src_mask: True at real source tokens, shape (batch, src_len)
+    past: per decoder layer, the self-attention's keys and values of the positions so far
+    """
+
+    cross: list[KeyValue]
+    src_mask: torch.Tensor
+    past: list[KeyValue]
+
+    @property
+    def length(self) -> int:
+        """Positions decoded so far."""
+        return self.past[0][0].size(2) if self.past else 0
+
+    def select(self, index: torch.Tensor) -> TransformerState:
+        """Keep (or repeat) the sentences at ``index``, shape (new_batch,)."""
+        return TransformerState(_take(self.cross, index), self.src_mask.index_select(0, index),
+                                _take(self.past, index))
+
+    def reorder_beams(self, index: torch.Tensor) -> TransformerState:
+        """Rows move only among their sentence's beams: the source side stays where it is."""
+        return replace(self, past=_take(self.past, index))
+
+
+def _take(pairs: list[KeyValue], index: torch.Tensor) -> list[KeyValue]:
+    return [(k.index_select(0, index), v.index_select(0, index)) for k, v in pairs]
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, size: int, heads: int, ff_size: int, dropout: float, pre_norm: bool) -> None:
+        super().__init__()
+        self.self_attention = MultiHeadAttention(size, heads)
+        self.feed_forward = FeedForward(size, ff_size, dropout)
+        self.attend, self.transform = (Residual(size, dropout, pre_norm) for _ in range(2))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """:param x: shape (batch, src_len, size) :param mask: shape (batch, 1, 1, src_len)"""
+        attention = self.self_attention
+        x = self.attend(x, lambda y: attention(y, *attention.project_keys_values(y), mask)[0])
+        return self.transform(x, self.feed_forward)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, size: int, heads: int, ff_size: int, dropout: float, pre_norm: bool) -> None:
+        super().__init__()
+        self.self_attention = MultiHeadAttention(size, heads)
+        self.cross_attention = MultiHeadAttention(size, heads)
+        self.feed_forward = FeedForward(size, ff_size, dropout)
+        self.attend_self, self.attend_source, self.transform = (
+            Residual(size, dropout, pre_norm) for _ in range(3))
+
+    def forward(self, x: torch.Tensor, past: KeyValue | None, self_mask: torch.Tensor | None,
+                cross: KeyValue, cross_mask: torch.Tensor) -> tuple[torch.Tensor, KeyValue, torch.Tensor]:
+        """Decode ``x`` (batch, len, size), the positions after ``past``'s.
+
+        :param self_mask: causal mask over the ``len`` new positions, (len, len); None for one
+        :param cross_mask: shape (batch, 1, 1, src_len)
+        :return: outputs, shape (batch, len, size); the self-attention's keys and values up to
+            and including these positions; encoder-decoder attention, (batch, heads, len, src_len)
+        """
+        keys_values: list[KeyValue] = []
+
+        def attend_self(y: torch.Tensor) -> torch.Tensor:
+            keys, values = self.self_attention.project_keys_values(y)
+            if past is not None:
+                keys, values = torch.cat([past[0], keys], dim=2), torch.cat([past[1], values], dim=2)
+            keys_values.append((keys, values))
+            mask = self_mask if self_mask is not None else torch.ones(1, dtype=torch.bool, device=y.device)
+            return self.self_attention(y, keys, values, mask)[0]
+
+        weights: list[torch.Tensor] = []
+
+        def attend_source(y: torch.Tensor) -> torch.Tensor:
+            out, w = self.cross_attention(y, *cross, cross_mask)
+            weights.append(w)
+            return out
+
+        x = self.attend_self(x, attend_self)
+        x = self.attend_source(x, attend_source)
+        return self.transform(x, self.feed_forward), keys_values[0], weights[0]
+
+
+class Transformer(nn.Module):
+    """Embeddings scaled by sqrt(d) plus sinusoidal positions, encoder and decoder stacks, and
+    the shared :class:`~nmt.models.generator.Generator`."""
+
+    def __init__(self, cfg: ModelConfig, pad_id: int, source: PieceMap | None, target: PieceMap | None,
+                 output: PieceMap | None) -> None:
+        super().__init__()
+        size, pre_norm = cfg.hidden_size, True
+        self.kernels = "fast"  # see nmt.models.kernels; the generator's loss reads it
+        self.scale = math.sqrt(size)
+        self.src_embedding = PieceEmbedding(cfg.vocab, size, pad_id, source)
+        self.tgt_embedding = PieceEmbedding(cfg.vocab, size, pad_id, target)
+        self.positions = PositionalEncoding(size, cfg.dropout)
+        layer_args = (size, cfg.heads, cfg.ff_size, cfg.dropout, pre_norm)
+        self.encoder = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(cfg.layers))
+        self.decoder = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(cfg.layers))
+        self.encoder_norm, self.decoder_norm = nn.LayerNorm(size), nn.LayerNorm(size)
+        self.generator = Generator(size, cfg.vocab, cfg.dropout, output)
+
+    def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> TransformerState:
+        """:param src: shape (batch, src_len) :param src_len: shape (batch,)"""
+        src_mask = lengths_to_mask(src_len, src.size(1))  # (batch, src_len)
+        mask = src_mask[:, None, None, :]
+        x = self.positions(self.src_embedding(src) * self.scale)
+        for layer in self.encoder:
+            x = layer(x, mask)
+        memory = self.encoder_norm(x)  # (batch, src_len, size)
+        cross = [layer.cross_attention.project_keys_values(memory) for layer in self.decoder]
+        return TransformerState(cross, src_mask, [])
+
+    def _decode(self, tgt: torch.Tensor, state: TransformerState, self_mask: torch.Tensor | None
+                ) -> tuple[torch.Tensor, TransformerState, torch.Tensor]:
+        """Decode the ids ``tgt`` (batch, len) at the positions after ``state``'s.
+
+        :return: outputs (batch, len, size); the state; attention of the last layer's
+            encoder-decoder heads, averaged, (batch, len, src_len)
+        """
+        x = self.positions(self.tgt_embedding(tgt) * self.scale, offset=state.length)
+        cross_mask = state.src_mask[:, None, None, :]
+        past, weights = [], None
+        for k, layer in enumerate(self.decoder):
+            x, kv, weights = layer(x, state.past[k] if state.past else None, self_mask,
+                                   state.cross[k], cross_mask)
+            past.append(kv)
+        return self.decoder_norm(x), replace(state, past=past), weights.mean(dim=1)
+
+    def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced pass. :return: outputs, shape (batch, tgt_len, size); attention,
+        shape (batch, tgt_len, src_len)"""
+        outputs, _, attention = self._decode(tgt_in, self.encode(src, src_len),
+                                             causal_mask(tgt_in.size(1), tgt_in.device))
+        return outputs, attention
+
+    def step(self, prev_tokens: torch.Tensor, state: TransformerState
+             ) -> tuple[torch.Tensor, TransformerState, torch.Tensor]:
+        """One position: :return: outputs (batch, size); the state; attention (batch, src_len)"""
+        outputs, state, attention = self._decode(prev_tokens.unsqueeze(1), state, None)
+        return outputs.squeeze(1), state, attention.squeeze(1)
+
+    def logits(self, outputs: torch.Tensor) -> torch.Tensor:
+        return self.generator(outputs)
+
+    def piece_ids(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.generator.piece_ids(positions)
+
+    def loss(self, outputs: torch.Tensor, tgt_out: torch.Tensor, tgt_mask: torch.Tensor,
+             label_smoothing: float = 0.0) -> torch.Tensor:
+        return masked_cross_entropy(self.generator, outputs, tgt_out, tgt_mask, label_smoothing)
+
+    @property
+    def output_layer(self) -> nn.Module:
+        return self.generator.proj
+
+
+def build(cfg: ModelConfig, pad_id: int, source: PieceMap | None, target: PieceMap | None,
+          output: PieceMap | None) -> Transformer:
+    """The Transformer of ``cfg``; matrices start Xavier-uniform, as in the reference
+    implementations; padding rows zero."""
+    model = Transformer(cfg, pad_id, source, target, output)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() > 1:
+                nn.init.xavier_uniform_(param)
+        for embedding in (model.src_embedding, model.tgt_embedding):
+            embedding.weight[pad_id].zero_()
+    return model
+
+
+def describe(cfg: ModelConfig) -> str:
+    return (f"Transformer: {cfg.layers} encoder and {cfg.layers} decoder layers, d_model "
+            f"{cfg.hidden_size}, {cfg.heads} heads, feed-forward {cfg.ff_size}, pre-norm")
