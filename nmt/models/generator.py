@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from nmt.models.dropout import Dropout
+from nmt.models.loss import masked_cross_entropy
 from nmt.models.pieces import PieceMap
 
 
@@ -36,3 +37,26 @@ class Generator(nn.Module):
     def piece_ids(self, positions: torch.Tensor) -> torch.Tensor:
         """Tokenizer ids of logit positions."""
         return self.pieces.ids(positions) if self.pieces is not None else positions
+
+
+class GeneratorOutputs(nn.Module):
+    """The interface's output half (:class:`nmt.models.interface.TranslationModel`) for a
+    model whose last layer is ``self.generator``, a :class:`Generator`."""
+
+    generator: Generator
+
+    def logits(self, outputs: torch.Tensor) -> torch.Tensor:
+        """:param outputs: shape (..., hidden) :return: shape (..., outputs)"""
+        return self.generator(outputs)
+
+    def piece_ids(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.generator.piece_ids(positions)
+
+    def loss(self, outputs: torch.Tensor, tgt_out: torch.Tensor, tgt_mask: torch.Tensor,
+             label_smoothing: float = 0.0) -> torch.Tensor:
+        """See :meth:`nmt.models.interface.TranslationModel.loss`."""
+        return masked_cross_entropy(self.generator, outputs, tgt_out, tgt_mask, label_smoothing)
+
+    @property
+    def output_layer(self) -> nn.Module:
+        return self.generator.proj

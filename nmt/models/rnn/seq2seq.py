@@ -8,15 +8,14 @@ import torch
 from torch import nn
 
 from nmt.config import ModelConfig
-from nmt.models.generator import Generator
-from nmt.models.loss import masked_cross_entropy
+from nmt.models.generator import Generator, GeneratorOutputs
 from nmt.models.masks import lengths_to_mask
 from nmt.models.pieces import PieceMap
 from nmt.models.rnn.decoders import DECODERS, DecoderState
 from nmt.models.rnn.encoder import GRUEncoder
 
 
-class Seq2Seq(nn.Module):
+class Seq2Seq(GeneratorOutputs):
     """GRU encoder + attention GRU decoder + generator: a :class:`nmt.models.interface.TranslationModel`."""
 
     def __init__(self, encoder: GRUEncoder, decoder: nn.Module, generator: Generator) -> None:
@@ -45,22 +44,6 @@ class Seq2Seq(nn.Module):
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """See :meth:`nmt.models.interface.TranslationModel.step`."""
         return self.decoder.step(prev_tokens, state)
-
-    def logits(self, outputs: torch.Tensor) -> torch.Tensor:
-        """:param outputs: shape (..., hidden) :return: shape (..., outputs)"""
-        return self.generator(outputs)
-
-    def piece_ids(self, positions: torch.Tensor) -> torch.Tensor:
-        return self.generator.piece_ids(positions)
-
-    def loss(self, outputs: torch.Tensor, tgt_out: torch.Tensor, tgt_mask: torch.Tensor,
-             label_smoothing: float = 0.0) -> torch.Tensor:
-        """See :meth:`nmt.models.interface.TranslationModel.loss`."""
-        return masked_cross_entropy(self.generator, outputs, tgt_out, tgt_mask, label_smoothing)
-
-    @property
-    def output_layer(self) -> nn.Module:
-        return self.generator.proj
 
 
 def build(cfg: ModelConfig, pad_id: int, source: PieceMap | None, target: PieceMap | None,

@@ -15,8 +15,7 @@ import torch
 from torch import nn
 
 from nmt.config import ModelConfig
-from nmt.models.generator import Generator
-from nmt.models.loss import masked_cross_entropy
+from nmt.models.generator import Generator, GeneratorOutputs
 from nmt.models.masks import lengths_to_mask
 from nmt.models.pieces import PieceEmbedding, PieceMap
 from nmt.models.transformer.layers import FeedForward, Residual
@@ -112,7 +111,7 @@ class DecoderLayer(nn.Module):
         return self.transform(x, self.feed_forward), keys_values[0], weights[0]
 
 
-class Transformer(nn.Module):
+class Transformer(GeneratorOutputs):
     """Embeddings scaled by sqrt(d) plus sinusoidal positions, encoder and decoder stacks, and
     the shared :class:`~nmt.models.generator.Generator`."""
 
@@ -171,20 +170,6 @@ class Transformer(nn.Module):
         """One position: :return: outputs (batch, size); the state; attention (batch, src_len)"""
         outputs, state, attention = self._decode(prev_tokens.unsqueeze(1), state, None)
         return outputs.squeeze(1), state, attention.squeeze(1)
-
-    def logits(self, outputs: torch.Tensor) -> torch.Tensor:
-        return self.generator(outputs)
-
-    def piece_ids(self, positions: torch.Tensor) -> torch.Tensor:
-        return self.generator.piece_ids(positions)
-
-    def loss(self, outputs: torch.Tensor, tgt_out: torch.Tensor, tgt_mask: torch.Tensor,
-             label_smoothing: float = 0.0) -> torch.Tensor:
-        return masked_cross_entropy(self.generator, outputs, tgt_out, tgt_mask, label_smoothing)
-
-    @property
-    def output_layer(self) -> nn.Module:
-        return self.generator.proj
 
 
 def build(cfg: ModelConfig, pad_id: int, source: PieceMap | None, target: PieceMap | None,
