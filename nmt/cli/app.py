@@ -2,25 +2,23 @@
 from __future__ import annotations
 
 import logging
-import math
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Optional
 
 import typer
-from rich.console import Console
 from rich.logging import RichHandler
 
 from nmt import __version__
+from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, KernelsOpt, Opt, PenaltyOpt,
+                             PrecisionOpt, at_least, check_penalty, err, user_errors, with_default)
 from nmt.cli.streams import (argument_texts, checked_output, input_lines, is_stdout, print_out,
                              refuse_same_file, run_inputs, write_output)
-from nmt.config import build_config, default_of, load_config_file
-from nmt.errors import NmtError, SettingError
+from nmt.config import build_config, load_config_file
+from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
                   help="nmt: train, run and inspect GRU + Bahdanau-attention translation models.")
-err = Console(stderr=True)
 
 
 def _version(value: bool) -> None:
@@ -41,42 +39,6 @@ def _main(
                         handlers=[RichHandler(console=err, show_path=False)])
 
 
-@contextmanager
-def _user_errors() -> Iterator[None]:
-    """A user's mistake becomes one clear line on stderr and exit code 1, never a traceback."""
-    try:
-        yield
-    except (NmtError, OSError) as e:  # an OSError: the environment's refusal (a full disk), not a bug
-        text = (e.render(_flag) if isinstance(e, SettingError) else
-                (f"{e.filename}: " if getattr(e, "filename", None) else "") + str(getattr(e, "strerror", None) or e))
-        err.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
-        raise typer.Exit(code=1) from None
-    except KeyboardInterrupt:  # outside the training loop, which saves and exits cleanly itself
-        err.print("[bold red]interrupted[/]", highlight=False)
-        raise typer.Exit(code=130) from None
-
-
-def _flag(setting: str) -> str:
-    return "--" + setting.replace("_", "-")
-
-
-def _at_least(flag: str, value: int, minimum: int = 1) -> None:
-    if value < minimum:
-        raise NmtError(f"{flag} must be >= {minimum}, got {value}")
-
-
-def _check_penalty(alpha: float) -> None:
-    if not (math.isfinite(alpha) and alpha >= 0):
-        raise NmtError(f"--length-penalty must be a finite number >= 0, got {alpha}")
-
-
-def _h(key: str, text: str) -> str:
-    return f"{text} \\[default: {default_of(key)}]"
-
-
-Opt = typer.Option
-
-
 @app.command(epilog="Example: nmt train --corpus data/fra-eng/fra.txt --max-minutes 30")
 def train(
     corpus: Annotated[Optional[Path], Opt(help="Parallel TSV corpus, SRC<TAB>TGT per line. "
@@ -94,36 +56,36 @@ def train(
                                             "them out of the corpus.", rich_help_panel="Data")] = None,
     test_tgt: Annotated[Optional[Path], Opt(help="Test references, aligned with --test-src.",
                                             rich_help_panel="Data")] = None,
-    valid_size: Annotated[Optional[int], Opt(help=_h("valid_size", "Held-out validation source sentences."),
+    valid_size: Annotated[Optional[int], Opt(help=with_default("valid_size", "Held-out validation source sentences."),
                                              rich_help_panel="Data")] = None,
-    test_size: Annotated[Optional[int], Opt(help=_h("test_size", "Held-out test source sentences."),
+    test_size: Annotated[Optional[int], Opt(help=with_default("test_size", "Held-out test source sentences."),
                                             rich_help_panel="Data")] = None,
-    max_pieces: Annotated[Optional[int], Opt(help=_h("max_pieces", "Drop longer training pairs."),
+    max_pieces: Annotated[Optional[int], Opt(help=with_default("max_pieces", "Drop longer training pairs."),
                                              rich_help_panel="Data")] = None,
-    vocab_size: Annotated[Optional[int], Opt(help=_h("vocab_size", "Joint SentencePiece vocabulary size."),
+    vocab_size: Annotated[Optional[int], Opt(help=with_default("vocab_size", "Joint SentencePiece vocabulary size."),
                                              rich_help_panel="Data")] = None,
     strict: Annotated[bool, Opt(help="Fail on any malformed corpus line instead of skipping it.",
                                 rich_help_panel="Data")] = False,
-    arch: Annotated[Optional[str], Opt(help=_h("arch", "gru, or transformer (embed size = hidden size = "
+    arch: Annotated[Optional[str], Opt(help=with_default("arch", "gru, or transformer (embed size = hidden size = "
                                                "d_model)."), rich_help_panel="Model")] = None,
-    embed_size: Annotated[Optional[int], Opt(help=_h("embed_size", "Embedding size."),
+    embed_size: Annotated[Optional[int], Opt(help=with_default("embed_size", "Embedding size."),
                                              rich_help_panel="Model")] = None,
-    hidden_size: Annotated[Optional[int], Opt(help=_h("hidden_size", "GRU and attention size."),
+    hidden_size: Annotated[Optional[int], Opt(help=with_default("hidden_size", "GRU and attention size."),
                                               rich_help_panel="Model")] = None,
-    layers: Annotated[Optional[int], Opt(help=_h("layers", "GRU layers in encoder and decoder."),
+    layers: Annotated[Optional[int], Opt(help=with_default("layers", "GRU layers in encoder and decoder."),
                                          rich_help_panel="Model")] = None,
     bidirectional: Annotated[Optional[bool], Opt("--bidirectional/--unidirectional",
-                                                 help=_h("bidirectional", "Bidirectional encoder."),
+                                                 help=with_default("bidirectional", "Bidirectional encoder."),
                                                  rich_help_panel="Model")] = None,
-    dropout: Annotated[Optional[float], Opt(help=_h("dropout", "Dropout probability."),
+    dropout: Annotated[Optional[float], Opt(help=with_default("dropout", "Dropout probability."),
                                             rich_help_panel="Model")] = None,
-    decoder: Annotated[Optional[str], Opt(help=_h("decoder", "input_feeding (Luong et al., OpenNMT-py's) "
+    decoder: Annotated[Optional[str], Opt(help=with_default("decoder", "input_feeding (Luong et al., OpenNMT-py's) "
                                                   "or bahdanau (d2l.ai's)."), rich_help_panel="Model")] = None,
-    attention: Annotated[Optional[str], Opt(help=_h("attention", "Scoring: additive (Bahdanau's) or dot "
+    attention: Annotated[Optional[str], Opt(help=with_default("attention", "Scoring: additive (Bahdanau's) or dot "
                                                     "(scaled dot product)."), rich_help_panel="Model")] = None,
-    heads: Annotated[Optional[int], Opt(help=_h("heads", "Transformer: attention heads."),
+    heads: Annotated[Optional[int], Opt(help=with_default("heads", "Transformer: attention heads."),
                                         rich_help_panel="Model")] = None,
-    ff_size: Annotated[Optional[int], Opt(help=_h("ff_size", "Transformer: feed-forward size."),
+    ff_size: Annotated[Optional[int], Opt(help=with_default("ff_size", "Transformer: feed-forward size."),
                                           rich_help_panel="Model")] = None,
     epochs: Annotated[Optional[int], Opt(help="Most epochs. \\[default: 10, or no limit when --max-steps or "
                                          "--max-minutes is given]", rich_help_panel="Budget")] = None,
@@ -131,28 +93,28 @@ def train(
                                             rich_help_panel="Budget")] = None,
     max_minutes: Annotated[Optional[float], Opt(help="Most wall-clock minutes of training.",
                                                 rich_help_panel="Budget")] = None,
-    batch_size: Annotated[Optional[int], Opt(help=_h("batch_size", "Sentences per batch."),
+    batch_size: Annotated[Optional[int], Opt(help=with_default("batch_size", "Sentences per batch."),
                                              rich_help_panel="Optimisation")] = None,
     batch_tokens: Annotated[Optional[int], Opt(help="Target pieces per batch (instead of --batch-size).",
                                                rich_help_panel="Optimisation")] = None,
-    lr: Annotated[Optional[float], Opt(help=_h("lr", "Adam learning rate."),
+    lr: Annotated[Optional[float], Opt(help=with_default("lr", "Adam learning rate."),
                                        rich_help_panel="Optimisation")] = None,
-    lr_decay: Annotated[Optional[float], Opt(help=_h("lr_decay", "LR factor when validation loss stalls."),
+    lr_decay: Annotated[Optional[float], Opt(help=with_default("lr_decay", "LR factor when validation loss stalls."),
                                              rich_help_panel="Optimisation")] = None,
-    clip: Annotated[Optional[float], Opt(help=_h("clip", "Gradient norm clipping."),
+    clip: Annotated[Optional[float], Opt(help=with_default("clip", "Gradient norm clipping."),
                                          rich_help_panel="Optimisation")] = None,
-    label_smoothing: Annotated[Optional[float], Opt(help=_h("label_smoothing", "Label smoothing."),
+    label_smoothing: Annotated[Optional[float], Opt(help=with_default("label_smoothing", "Label smoothing."),
                                                     rich_help_panel="Optimisation")] = None,
-    valid_every: Annotated[Optional[int], Opt(help=_h("valid_every", "Validate every N steps (0: each epoch)."),
+    valid_every: Annotated[Optional[int], Opt(help=with_default("valid_every", "Validate every N steps (0: each epoch)."),
                                               rich_help_panel="Optimisation")] = None,
-    valid_bleu_size: Annotated[Optional[int], Opt(help=_h("valid_bleu_size", "Validation sentences decoded for BLEU."),
+    valid_bleu_size: Annotated[Optional[int], Opt(help=with_default("valid_bleu_size", "Validation sentences decoded for BLEU."),
                                                   rich_help_panel="Optimisation")] = None,
-    patience: Annotated[Optional[int], Opt(help=_h("patience", "Stop after N validations without a "
+    patience: Annotated[Optional[int], Opt(help=with_default("patience", "Stop after N validations without a "
                                                    "better BLEU (0: never)."), rich_help_panel="Budget")] = None,
-    seed: Annotated[Optional[int], Opt(help=_h("seed", "Random seed."))] = None,
-    device: Annotated[Optional[str], Opt(help=_h("device", "auto, cpu, cuda, cuda:N or mps."))] = None,
-    threads: Annotated[Optional[int], Opt(help=_h("threads", "CPU threads (0: one per core)."))] = None,
-    kernels: Annotated[Optional[str], Opt(help=_h("kernels", "fast, or reference: plain PyTorch "
+    seed: Annotated[Optional[int], Opt(help=with_default("seed", "Random seed."))] = None,
+    device: Annotated[Optional[str], Opt(help=with_default("device", "auto, cpu, cuda, cuda:N or mps."))] = None,
+    threads: Annotated[Optional[int], Opt(help=with_default("threads", "CPU threads (0: one per core)."))] = None,
+    kernels: Annotated[Optional[str], Opt(help=with_default("kernels", "fast, or reference: plain PyTorch "
                                                   "without the hand-written CPU paths."))] = None,
     run_dir: Annotated[Optional[Path], Opt(help="Run directory. \\[default: checkpoints/<timestamp>]")] = None,
     resume: Annotated[Optional[Path], Opt(help="Continue this run from its last checkpoint; only "
@@ -169,7 +131,7 @@ def train(
     from nmt.training.runs import new_run_dir, resume_run, train_new_run
 
     flags = {k: str(v) if isinstance(v, Path) else v for k, v in flags.items()}
-    with _user_errors():
+    with user_errors():
         if resume is not None:
             given = {"config": config, "run_dir": run_dir}
             run = resume
@@ -197,25 +159,14 @@ def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
     from nmt.models.kernels import use_kernels
     from nmt.runtime.devices import configure_cpu
 
-    _at_least("--beam", beam)
-    _check_penalty(length_penalty)
+    at_least("--beam", beam)
+    check_penalty(length_penalty)
     configure_cpu(0)
     dev = decoding_device(precision, device)  # a bad flag fails before looking for a run
     run = checkpoint or latest_run()
     model, tokenizer = load_for_decoding(run, precision, dev)
     logging.getLogger(__name__).debug("decoding with %s on %s", run, dev)
     return Translator(use_kernels(model, kernels), tokenizer, dev, beam=beam, length_penalty=length_penalty)
-
-
-CheckpointOpt = Annotated[Optional[Path], Opt(help="Run directory. \\[default: newest in checkpoints/]")]
-DeviceOpt = Annotated[str, Opt(help="auto, cpu, cuda, cuda:N or mps.")]
-BatchOpt = Annotated[int, Opt(help="Sentences decoded together.")]
-BeamOpt = Annotated[int, Opt(help="Beam size; 1 is greedy search.")]
-PenaltyOpt = Annotated[float, Opt(help="GNMT length-penalty alpha for beam search (0: none).")]
-PrecisionOpt = Annotated[str, Opt(help="fp32, or int8: int8 weights for the GRUs and linear layers "
-                                  "(CPU only; faster, BLEU within 0.2 in the README).")]
-KernelsOpt = Annotated[str, Opt(help="fast, or reference: plain PyTorch search without the certified "
-                                "int8 argmax and block-wise top-k (the same output).")]
 
 
 @app.command(epilog='Example: nmt translate "Tom chases Jerry."   or   '
@@ -239,10 +190,10 @@ def translate(
     """Translate sentences with a trained run: one output line per input line, in order."""
     from nmt.cli.output import translation_lines
 
-    with _user_errors():
+    with user_errors():
         if text and input is not None:
             raise NmtError("give TEXT arguments or --input FILE, not both")
-        _at_least("--batch-size", batch_size)
+        at_least("--batch-size", batch_size)
         if nbest is not None and not 1 <= nbest <= beam:
             raise NmtError(f"--nbest must be between 1 and --beam ({beam}), got {nbest}")
         refuse_same_file(output, "--output", [("--input", input)])
@@ -278,12 +229,12 @@ def eval_(
     from nmt.inference.evaluate import evaluate, file_test_set, run_test_set
     from nmt.inference.loading import latest_run
 
-    with _user_errors():
+    with user_errors():
         if (src is None) != (not ref):
             raise NmtError("--src and --ref go together")
         if all_refs and src is not None:
             raise NmtError("--all-refs is for a run's own test split; with --src, pass each --ref")
-        _at_least("--batch-size", batch_size)
+        at_least("--batch-size", batch_size)
         run = checkpoint or latest_run()
         if hyp_out is not None:
             refuse_same_file(hyp_out, "--hyp-out", [("--src", src), *(("--ref", r) for r in ref or []),
@@ -315,7 +266,7 @@ def attn_plot(
     from nmt.report.plotting import check_panels, figure_format, plot_attention
     from nmt.tools.inspect import attention_panels
 
-    with _user_errors():
+    with user_errors():
         figure_format(output)
         check_panels(len(text))
         translator = _load_translator(checkpoint, device, beam, length_penalty)
@@ -339,7 +290,7 @@ def info(
     from nmt.inference.loading import latest_run
     from nmt.tools.inspect import model_card
 
-    with _user_errors():
+    with user_errors():
         card = model_card(checkpoint or latest_run())
         print_out(json.dumps(card, indent=2) if json_out else
                key_value_table(f"nmt run {card['run']}", [(k, v) for k, v in card.items() if k != "run"]))
@@ -352,11 +303,11 @@ def bench(
                                         "\\[default: all of them]")] = None,
     steps: Annotated[int, Opt(help="Timed training steps.")] = 30,
     warmup: Annotated[int, Opt(help="Untimed training steps first.")] = 5,
-    embed_size: Annotated[Optional[int], Opt(help=_h("embed_size", "Embedding size."))] = None,
-    hidden_size: Annotated[Optional[int], Opt(help=_h("hidden_size", "Hidden size."))] = None,
-    layers: Annotated[Optional[int], Opt(help=_h("layers", "GRU layers."))] = None,
-    vocab_size: Annotated[Optional[int], Opt(help=_h("vocab_size", "Joint SentencePiece vocabulary size."))] = None,
-    batch_size: Annotated[Optional[int], Opt(help=_h("batch_size", "Training sentences per batch."))] = None,
+    embed_size: Annotated[Optional[int], Opt(help=with_default("embed_size", "Embedding size."))] = None,
+    hidden_size: Annotated[Optional[int], Opt(help=with_default("hidden_size", "Hidden size."))] = None,
+    layers: Annotated[Optional[int], Opt(help=with_default("layers", "GRU layers."))] = None,
+    vocab_size: Annotated[Optional[int], Opt(help=with_default("vocab_size", "Joint SentencePiece vocabulary size."))] = None,
+    batch_size: Annotated[Optional[int], Opt(help=with_default("batch_size", "Training sentences per batch."))] = None,
     checkpoint: Annotated[Optional[Path], Opt(help="Trained run for the translation phases. "
                                               "\\[default: newest in checkpoints/, skipped if none]")] = None,
     sentences: Annotated[int, Opt(help="Test sources translated per phase.")] = 2000,
@@ -384,13 +335,13 @@ def bench(
     from nmt.inference.quantize import decoding_device
     from nmt.tools.bench import run_bench, translation_run
 
-    with _user_errors():
+    with user_errors():
         for flag, value, minimum in (("--pairs", pairs, 2), ("--steps", steps, 1), ("--warmup", warmup, 0),
                                      ("--sentences", sentences, 1), ("--beam", beam, 1),
                                      ("--translate-batch", translate_batch, 1)):
             if value is not None:
-                _at_least(flag, value, minimum)
-        _check_penalty(length_penalty)
+                at_least(flag, value, minimum)
+        check_penalty(length_penalty)
         sizes = {"embed_size": embed_size, "hidden_size": hidden_size, "layers": layers,
                  "vocab_size": vocab_size, "batch_size": batch_size}  # unset: nmt train's defaults
         cfg = build_config({}, {k: v for k, v in sizes.items() if v is not None} | {

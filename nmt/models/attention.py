@@ -120,12 +120,14 @@ def scaled_dot_product(queries: torch.Tensor, keys: torch.Tensor, values: torch.
     :param queries: shape (..., q_len, d)
     :param keys: shape (..., k_len, d)
     :param values: shape (..., k_len, d_v)
-    :param mask: bool, True where a query may attend a key, broadcastable to (..., q_len, k_len)
+    :param mask: bool, True where a query may attend a key, broadcastable to (..., q_len, k_len);
+        None: every key (a decoding step's self-attention over its past)
     :return: context, shape (..., q_len, d_v); weights, shape (..., q_len, k_len), exactly 0
         where ``mask`` is False
     """
     scores = queries @ keys.transpose(-2, -1) / math.sqrt(queries.size(-1))
-    weights = masked_softmax(scores, mask)
+    weights = (masked_softmax(scores, mask) if mask is not None
+               else torch.softmax(scores.float(), dim=-1).type_as(scores))
     return weights @ values, weights
 
 

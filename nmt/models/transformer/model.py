@@ -96,8 +96,7 @@ class DecoderLayer(nn.Module):
             if past is not None:
                 keys, values = torch.cat([past[0], keys], dim=2), torch.cat([past[1], values], dim=2)
             keys_values.append((keys, values))
-            mask = self_mask if self_mask is not None else torch.ones(1, dtype=torch.bool, device=y.device)
-            return self.self_attention(y, keys, values, mask)[0]
+            return self.self_attention(y, keys, values, self_mask)[0]
 
         weights: list[torch.Tensor] = []
 

@@ -33,13 +33,13 @@ class MultiHeadAttention(nn.Module):
         return self.split(self.key_proj(memory)), self.split(self.value_proj(memory))
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Attend from ``queries`` (batch, q_len, size) to keys and values already projected
         and split (from :meth:`project_keys_values`).
 
         :param mask: bool, True where a query may attend a key, broadcastable to
             (batch, heads, q_len, k_len): (batch, 1, 1, k_len) for padding,
-            (1, 1, q_len, k_len) for causality, or both combined
+            (1, 1, q_len, k_len) for causality, or both combined; None: every key
         :return: outputs, shape (batch, q_len, size); weights, shape (batch, heads, q_len, k_len)
         """
         context, weights = scaled_dot_product(self.split(self.query_proj(queries)), keys, values, mask)

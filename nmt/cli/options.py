@@ -1,0 +1,64 @@
+"""What every ``nmt`` command shares: a user's mistake as one line on stderr, flag checks,
+help texts that show the config's defaults, and the decoding options' types."""
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Iterator, Optional
+
+import typer
+from rich.console import Console
+
+from nmt.config import default_of
+from nmt.errors import NmtError, SettingError
+
+err = Console(stderr=True)
+Opt = typer.Option
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """A user's mistake becomes one clear line on stderr and exit code 1, never a traceback."""
+    try:
+        yield
+    except (NmtError, OSError) as e:  # an OSError: the environment's refusal (a full disk), not a bug
+        text = (e.render(flag) if isinstance(e, SettingError) else
+                (f"{e.filename}: " if getattr(e, "filename", None) else "") + str(getattr(e, "strerror", None) or e))
+        err.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=1) from None
+    except KeyboardInterrupt:  # outside the training loop, which saves and exits cleanly itself
+        err.print("[bold red]interrupted[/]", highlight=False)
+        raise typer.Exit(code=130) from None
+
+
+def flag(setting: str) -> str:
+    return "--" + setting.replace("_", "-")
+
+
+def at_least(name: str, value: int, minimum: int = 1) -> None:
+    if value < minimum:
+        raise NmtError(f"{name} must be >= {minimum}, got {value}")
+
+
+def check_penalty(alpha: float) -> None:
+    if not (math.isfinite(alpha) and alpha >= 0):
+        raise NmtError(f"--length-penalty must be a finite number >= 0, got {alpha}")
+
+
+def with_default(key: str, text: str) -> str:
+    return f"{text} \\[default: {default_of(key)}]"
+
+
+
+
+
+CheckpointOpt = Annotated[Optional[Path], Opt(help="Run directory. \\[default: newest in checkpoints/]")]
+DeviceOpt = Annotated[str, Opt(help="auto, cpu, cuda, cuda:N or mps.")]
+BatchOpt = Annotated[int, Opt(help="Sentences decoded together.")]
+BeamOpt = Annotated[int, Opt(help="Beam size; 1 is greedy search.")]
+PenaltyOpt = Annotated[float, Opt(help="GNMT length-penalty alpha for beam search (0: none).")]
+PrecisionOpt = Annotated[str, Opt(help="fp32, or int8: int8 weights for the GRUs and linear layers "
+                                  "(CPU only; faster, BLEU within 0.2 in the README).")]
+KernelsOpt = Annotated[str, Opt(help="fast, or reference: plain PyTorch search without the certified "
+                                "int8 argmax and block-wise top-k (the same output).")]
