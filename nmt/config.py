@@ -61,10 +61,18 @@ class ModelConfig:
     #                         both set by nmt train; 0 = every piece (runs made before that)
     heads: int = 4  # transformer: attention heads
     ff_size: int = 1024  # transformer: feed-forward inner size
+    norm: str = "pre"  # transformer: layer norm before each sub-layer ("pre") or after its residual ("post")
+    tie_embeddings: bool = False  # transformer: the decoder's input embedding is its output layer's weight
     tokenizer_sha256: str = ""  # of the run's spm.model, checked on every load; set by nmt train
 
 
 DEFAULT_EPOCHS = 10
+
+# Where a transformer's defaults differ from the GRU's; chosen by measurement (docs/choices.md).
+ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
+    "transformer": {"dropout": 0.1, "tie_embeddings": True, "schedule": "noam", "warmup_steps": 1000,
+                    "lr": 1e-3},
+}
 
 
 @dataclass(frozen=True)
@@ -87,7 +95,8 @@ class TrainConfig:
     device: str = "auto"
     threads: int = 0  # 0 = one per CPU core
     kernels: str = "fast"  # or "reference": plain PyTorch, no hand-written paths (nmt/models/kernels.py)
-
+    schedule: str = "plateau"  # lr decays by lr_decay on a stalled validation loss; or "noam" (nmt/training/schedule.py)
+    warmup_steps: int = 4000  # noam: steps of linear warm-up to lr, then inverse-square-root decay
 
     @property
     def epoch_limit(self) -> float:
@@ -151,6 +160,9 @@ class RunConfig:
                    f"hidden_size {m.hidden_size} must be a multiple of heads ({m.heads})")
             _check(m.hidden_size % 2 == 0, f"a transformer needs an even hidden_size, got {m.hidden_size}")
             _check(m.ff_size >= 1, f"ff_size must be >= 1, got {m.ff_size}")
+        _check(m.norm in ("pre", "post"), f"norm must be pre or post, got {m.norm!r}")
+        _check(not m.tie_embeddings or m.arch == "transformer",
+               "tie_embeddings is a transformer setting (--arch transformer)")
         _check(m.attention in ("additive", "dot"),
                f"attention must be additive or dot, got {m.attention!r}")
         _check(m.init_range >= 0, f"init_range must be >= 0, got {m.init_range}")
@@ -173,6 +185,8 @@ class RunConfig:
         _check(t.patience >= 0, f"patience must be >= 0, got {t.patience}")
         _check(t.threads >= 0, f"threads must be >= 0, got {t.threads}")
         _check(t.kernels in ("fast", "reference"), f"kernels must be fast or reference, got {t.kernels!r}")
+        _check(t.schedule in ("plateau", "noam"), f"schedule must be plateau or noam, got {t.schedule!r}")
+        _check(t.warmup_steps >= 1, f"warmup_steps must be >= 1, got {t.warmup_steps}")
 
 
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
@@ -215,6 +229,11 @@ def default_of(key: str) -> Any:
     return {f.name: f.default for f in fields(section)}[key]
 
 
+def arch_defaults_of(key: str) -> dict[str, Any]:
+    """Where an architecture's default of ``key`` differs from :func:`default_of`'s."""
+    return {arch: values[key] for arch, values in ARCH_DEFAULTS.items() if key in values}
+
+
 def flatten(raw: dict[str, Any], source: str) -> dict[str, Any]:
     """Turn a sectioned or flat mapping into flat keys; ``source`` names it in errors."""
     if not isinstance(raw, dict):
@@ -242,9 +261,11 @@ def load_config_file(path: Path) -> dict[str, Any]:
 
 
 def build_config(file_options: dict[str, Any], cli_options: dict[str, Any]) -> RunConfig:
-    """Defaults, overridden by a config file, overridden by explicit flags."""
+    """Defaults (the architecture's where they differ), overridden by a config file,
+    overridden by explicit flags."""
+    given = {**file_options, **cli_options}
     try:
-        return RunConfig().replace(**{**file_options, **cli_options})
+        return RunConfig().replace(**{**ARCH_DEFAULTS.get(given.get("arch"), {}), **given})
     except TypeError as e:
         raise ConfigError(f"invalid config value: {e}") from None
 

@@ -1,4 +1,8 @@
-"""The Transformer model: masking, causality, and cached decoding equal to teacher forcing."""
+"""The Transformer model: masking, causality, cached decoding equal to teacher forcing, tied
+embeddings, and its learning-rate schedule."""
+import json
+
+import pytest
 import torch
 from conftest import TINY, nmt
 
@@ -12,15 +16,16 @@ from nmt.models.build import build_model, describe
 VOCAB = 40
 
 
-def _model(seed: int = 0):
+def _model(seed: int = 0, **options):
     torch.manual_seed(seed)
     cfg = ModelConfig(arch="transformer", embed_size=16, hidden_size=16, layers=2, heads=4, ff_size=24,
-                      dropout=0.0, vocab=VOCAB)
+                      dropout=0.0, vocab=VOCAB, **options)
     return build_model(cfg, PAD_ID).eval()
 
 
-def test_cached_steps_equal_the_teacher_forced_pass():
-    model = _model()
+@pytest.mark.parametrize("options", [{}, {"norm": "post", "tie_embeddings": True}])
+def test_cached_steps_equal_the_teacher_forced_pass(options):
+    model = _model(**options)
     batch = make_batch([[5, 9, 11, 6], [7, 8]], [[12, 13, 14], [15, 16, 17, 18, 19]])
     with torch.no_grad():
         forced, forced_attention = model(batch.src, batch.src_len, batch.tgt_in)
@@ -66,8 +71,7 @@ def test_search_runs_over_the_transformer_through_the_interface():
 
 def test_a_transformer_trains_resumes_and_translates_through_the_cli(corpus, tmp_path):
     run = tmp_path / "run"
-    sizes = [a for a in TINY]
-    sizes[sizes.index("--embed-size") + 1] = sizes[sizes.index("--hidden-size") + 1]  # one size
+    sizes = _one_size()
     result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--max-steps", "6",
                  "--arch", "transformer", "--heads", "2", "--ff-size", "16", *sizes)
     assert result.returncode == 0, result.stderr
@@ -77,3 +81,52 @@ def test_a_transformer_trains_resumes_and_translates_through_the_cli(corpus, tmp
     assert len(out.stdout.splitlines()) == 2
     card = nmt("info", "--checkpoint", str(run))
     assert "Transformer" in card.stdout
+
+
+def test_tied_embeddings_are_one_matrix_stored_once_and_tied_again_on_loading(corpus, tmp_path):
+    from safetensors.torch import load_file
+
+    from nmt.inference.loading import load_run
+    from nmt.models.build import count_parameters
+
+    tied, untied = _model(3, tie_embeddings=True), _model(3)
+    assert tied.generator.proj.weight is tied.tgt_embedding.weight
+    assert count_parameters(untied) - count_parameters(tied) == VOCAB * 16
+    run = tmp_path / "run"
+    result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--max-steps", "3",
+                 "--arch", "transformer", "--heads", "2", "--ff-size", "16", "--tie-embeddings", *_one_size())
+    assert result.returncode == 0, result.stderr
+    stored = load_file(run / "last.safetensors")
+    assert "model.generator.proj.weight" not in stored and "model.tgt_embedding.weight" in stored
+    _, model, _ = load_run(run, torch.device("cpu"))
+    assert model.generator.proj.weight is model.tgt_embedding.weight
+    torch.testing.assert_close(model.tgt_embedding.weight, stored["model.tgt_embedding.weight"])
+
+
+def _one_size() -> list[str]:
+    sizes = list(TINY)
+    sizes[sizes.index("--embed-size") + 1] = sizes[sizes.index("--hidden-size") + 1]
+    return sizes
+
+
+def test_the_noam_schedule_warms_up_then_decays_and_a_resumed_run_follows_it(tmp_path, corpus_file):
+    from safetensors.torch import load_file
+
+    from nmt.config import build_config
+    from nmt.training.runs import resume_run, train_new_run
+    from nmt.training.schedule import noam_factor
+
+    assert [noam_factor(s, 4) for s in (1, 2, 4, 16)] == [0.25, 0.5, 1.0, 0.5]
+    options = {"corpus": str(corpus_file), "arch": "transformer", "embed_size": 12, "hidden_size": 12,
+               "heads": 2, "ff_size": 16, "layers": 1, "vocab_size": 60, "batch_size": 16, "max_steps": 10,
+               "valid_every": 4, "valid_bleu_size": 10, "valid_size": 10, "test_size": 10, "device": "cpu",
+               "warmup_steps": 6, "lr": 3e-3}
+    full = build_config({}, options)
+    assert (full.train.schedule, full.model.tie_embeddings, full.model.dropout) == ("noam", True, 0.1)
+    train_new_run(full, tmp_path / "full")
+    train_new_run(full.replace(max_steps=5), tmp_path / "part")
+    resume_run(tmp_path / "part", {"max_steps": 10})
+    a, b = load_file(tmp_path / "full" / "last.safetensors"), load_file(tmp_path / "part" / "last.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    lrs = [json.loads(line)["lr"] for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
+    assert lrs[:2] == pytest.approx([3e-3 * 4 / 6, 3e-3 * (6 / 8) ** 0.5])

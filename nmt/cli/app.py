@@ -87,6 +87,12 @@ def train(
                                         rich_help_panel="Model")] = None,
     ff_size: Annotated[Optional[int], Opt(help=with_default("ff_size", "Transformer: feed-forward size."),
                                           rich_help_panel="Model")] = None,
+    norm: Annotated[Optional[str], Opt(help=with_default("norm", "Transformer: layer norm before each sub-layer "
+                                             "(pre) or after its residual sum (post)."),
+                                       rich_help_panel="Model")] = None,
+    tie_embeddings: Annotated[Optional[bool], Opt("--tie-embeddings/--no-tie-embeddings", help=with_default(
+        "tie_embeddings", "Transformer: the decoder's input embedding is its output layer."),
+        rich_help_panel="Model")] = None,
     epochs: Annotated[Optional[int], Opt(help="Most epochs. \\[default: 10, or no limit when --max-steps or "
                                          "--max-minutes is given]", rich_help_panel="Budget")] = None,
     max_steps: Annotated[Optional[int], Opt(help="Most optimiser steps in total.",
@@ -99,8 +105,14 @@ def train(
                                                rich_help_panel="Optimisation")] = None,
     lr: Annotated[Optional[float], Opt(help=with_default("lr", "Adam learning rate."),
                                        rich_help_panel="Optimisation")] = None,
-    lr_decay: Annotated[Optional[float], Opt(help=with_default("lr_decay", "LR factor when validation loss stalls."),
+    lr_decay: Annotated[Optional[float], Opt(help=with_default("lr_decay", "Plateau schedule: LR factor when "
+                                                   "validation loss stalls."),
                                              rich_help_panel="Optimisation")] = None,
+    schedule: Annotated[Optional[str], Opt(help=with_default("schedule", "plateau, or noam: linear warm-up to "
+                                                 "--lr, then inverse-square-root decay."),
+                                           rich_help_panel="Optimisation")] = None,
+    warmup_steps: Annotated[Optional[int], Opt(help=with_default("warmup_steps", "Noam schedule: warm-up steps."),
+                                               rich_help_panel="Optimisation")] = None,
     clip: Annotated[Optional[float], Opt(help=with_default("clip", "Gradient norm clipping."),
                                          rich_help_panel="Optimisation")] = None,
     label_smoothing: Annotated[Optional[float], Opt(help=with_default("label_smoothing", "Label smoothing."),

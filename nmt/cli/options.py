@@ -10,7 +10,7 @@ from typing import Annotated, Iterator, Optional
 import typer
 from rich.console import Console
 
-from nmt.config import default_of
+from nmt.config import arch_defaults_of, default_of
 from nmt.errors import NmtError, SettingError
 
 err = Console(stderr=True)
@@ -47,7 +47,8 @@ def check_penalty(alpha: float) -> None:
 
 
 def with_default(key: str, text: str) -> str:
-    return f"{text} \\[default: {default_of(key)}]"
+    others = "".join(f"; {arch}: {value}" for arch, value in arch_defaults_of(key).items())
+    return f"{text} \\[default: {default_of(key)}{others}]"
 
 
 

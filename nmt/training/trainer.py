@@ -35,6 +35,7 @@ from nmt.models.kernels import use_kernels
 from nmt.models.loss import batch_loss
 from nmt.runtime.devices import autocast, describe
 from nmt.runtime.fileio import atomic_write_text
+from nmt.training.schedule import scheduled_lr
 
 log = logging.getLogger(__name__)
 
@@ -160,12 +161,21 @@ class Trainer:
             self.stop_reason = f"non-finite loss ({value}) at step {self.state.step + 1}"
             return value
         self.optimizer.zero_grad(set_to_none=True)
+        self._set_lr(self.state.step + 1)
         self.scaler.scale(loss).backward()
         self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         return value
+
+    def _set_lr(self, step: int) -> None:
+        """A per-step schedule's rate for this step: a pure function of the step, so a resumed
+        run follows the same course."""
+        lr = scheduled_lr(self.t.schedule, self.t.lr, self.t.warmup_steps, step)
+        if lr is not None:
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
 
     def budget_left(self) -> bool:
         t, s = self.t, self.state
@@ -290,9 +300,10 @@ class Trainer:
         return record
 
     def _schedule(self, loss: float, score: float) -> None:
-        """Decay the lr when validation loss stalls; stop early when BLEU stalls too long."""
+        """Decay the lr when validation loss stalls (the plateau schedule); stop early when
+        BLEU stalls too long."""
         s = self.state
-        if loss >= s.best_loss and self.t.lr_decay < 1:
+        if loss >= s.best_loss and self.t.lr_decay < 1 and self.t.schedule == "plateau":
             for group in self.optimizer.param_groups:
                 group["lr"] *= self.t.lr_decay
         s.best_loss = min(s.best_loss, loss)

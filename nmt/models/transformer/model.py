@@ -117,7 +117,7 @@ class Transformer(GeneratorOutputs):
     def __init__(self, cfg: ModelConfig, pad_id: int, source: PieceMap | None, target: PieceMap | None,
                  output: PieceMap | None) -> None:
         super().__init__()
-        size, pre_norm = cfg.hidden_size, True
+        size, pre_norm = cfg.hidden_size, cfg.norm == "pre"
         self.kernels = "fast"  # see nmt.models.kernels; the generator's loss reads it
         self.scale = math.sqrt(size)
         self.src_embedding = PieceEmbedding(cfg.vocab, size, pad_id, source)
@@ -126,8 +126,30 @@ class Transformer(GeneratorOutputs):
         layer_args = (size, cfg.heads, cfg.ff_size, cfg.dropout, pre_norm)
         self.encoder = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(cfg.layers))
         self.decoder = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(cfg.layers))
-        self.encoder_norm, self.decoder_norm = nn.LayerNorm(size), nn.LayerNorm(size)
+        # Pre-norm leaves the residual stream unnormalised: a last norm closes each stack.
+        self.encoder_norm, self.decoder_norm = (nn.LayerNorm(size) if pre_norm else nn.Identity()
+                                                for _ in range(2))
         self.generator = Generator(size, cfg.vocab, cfg.dropout, output)
+        if cfg.tie_embeddings:
+            self._tie_output_to_input()
+
+    def _tie_output_to_input(self) -> None:
+        """One (target pieces, size) matrix embeds the decoder's input and scores its output
+        (Press & Wolf 2017). Checkpoints store it once, as the embedding (safetensors keeps no
+        aliases): the output layer's key is left out on saving and filled in on loading."""
+        assert len(self.generator.pieces or []) == len(self.tgt_embedding.pieces or []), "sides differ"
+        self.generator.proj.weight = self.tgt_embedding.weight
+        alias, source = "generator.proj.weight", "tgt_embedding.weight"
+
+        def drop_alias(module: nn.Module, state: dict, prefix: str, metadata: object) -> None:
+            state.pop(prefix + alias, None)
+
+        def fill_alias(module: nn.Module, state: dict, prefix: str, *args: object) -> None:
+            if prefix + source in state:
+                state[prefix + alias] = state[prefix + source]
+
+        self.register_state_dict_post_hook(drop_alias)
+        self.register_load_state_dict_pre_hook(fill_alias)
 
     def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> TransformerState:
         """:param src: shape (batch, src_len) :param src_len: shape (batch,)"""
@@ -187,4 +209,5 @@ def build(cfg: ModelConfig, pad_id: int, source: PieceMap | None, target: PieceM
 
 def describe(cfg: ModelConfig) -> str:
     return (f"Transformer: {cfg.layers} encoder and {cfg.layers} decoder layers, d_model "
-            f"{cfg.hidden_size}, {cfg.heads} heads, feed-forward {cfg.ff_size}, pre-norm")
+            f"{cfg.hidden_size}, {cfg.heads} heads, feed-forward {cfg.ff_size}, {cfg.norm}-norm"
+            + (", tied decoder embeddings" if cfg.tie_embeddings else ""))
