@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU readiness check, under 5 minutes on one CUDA GPU: the CUDA tests, then nmt bench on CUDA.
+# GPU readiness check on one CUDA GPU: the CUDA tests, then nmt bench on CUDA for both architectures.
 # Usage (from the repository root, project installed): bash benchmarks/gpu_check.sh [CORPUS]
 set -euo pipefail
 corpus=${1:-data/fra-eng/fra.txt}
@@ -11,3 +11,8 @@ python -m pytest -q tests/test_cuda.py
 nmt -q train --corpus "$corpus" --device cuda --max-minutes 2 --run-dir "$out/gpu-run" --valid-bleu-size 500
 nmt bench --corpus "$corpus" --device cuda --checkpoint "$out/gpu-run" --steps 100 --warmup 10 \
   --json-out "$out/bench-cuda.json"
+# the Transformer at its reference size (3 + 3 layers, d_model 256, 4 heads, feed-forward 1,024)
+nmt -q train --corpus "$corpus" --device cuda --max-minutes 2 --run-dir "$out/gpu-transformer" \
+  --arch transformer --layers 3 --valid-bleu-size 500
+nmt bench --corpus "$corpus" --device cuda --checkpoint "$out/gpu-transformer" --steps 100 --warmup 10 \
+  --arch transformer --layers 3 --json-out "$out/bench-cuda-transformer.json"

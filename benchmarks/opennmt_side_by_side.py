@@ -1,4 +1,5 @@
-"""Side-by-side with OpenNMT-py 3.5.1 at issue 5's reference size, on nmt's own split and pieces.
+"""Side-by-side with OpenNMT-py 3.5.1 at the reference sizes (issue 5's GRU, issue 19's
+Transformer), on nmt's own split and pieces.
 
 OpenNMT-py gets exactly what an nmt run saw: the same training / validation / test split
 (from ``nmt.data.prepare``) and the run's own 8,000-piece SentencePiece model, applied by
@@ -13,7 +14,7 @@ Install it beside nmt (it runs on torch 2.13 although its metadata asks for olde
 
 Steps (ONMT=/tmp/onmt-venv/bin; RUN is an nmt run with an 8,000-piece vocabulary)::
 
-    python benchmarks/opennmt_side_by_side.py prepare RUN WORK [--separate-vocab]  # files + config
+    python benchmarks/opennmt_side_by_side.py prepare RUN WORK [--separate-vocab] [--arch transformer]
     python benchmarks/opennmt_side_by_side.py throughput WORK      # 45 steps, sent/s, peak RSS
     python benchmarks/opennmt_side_by_side.py train WORK --minutes 20   # BLEU run, saved often
     $ONMT/python benchmarks/opennmt_side_by_side.py translate WORK [--precision int8]  # speed, BLEU
@@ -39,15 +40,26 @@ from pathlib import Path
 
 ONMT_BIN = Path("/tmp/onmt-venv/bin")
 SEPARATE_MARKER = "separate-vocab"  # in WORK: prepare was given --separate-vocab
+TRANSFORMER_MARKER = "arch-transformer"  # in WORK: prepare was given --arch transformer
+
+GRU = {  # issue 5's reference size in OpenNMT-py's terms (brnn = 128 units per direction)
+    "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "GRU", "global_attention": "mlp",
+    "layers": 2, "hidden_size": 256, "word_vec_size": 256, "dropout": 0.2,
+    "optim": "adam", "learning_rate": 0.001,
+}
+TRANSFORMER = {  # issue 19's "transformer reference size", its OpenNMT-py settings
+    "encoder_type": "transformer", "decoder_type": "transformer", "position_encoding": True,
+    "layers": 3, "hidden_size": 256, "word_vec_size": 256, "transformer_ff": 1024, "heads": 4,
+    "dropout": 0.1, "share_decoder_embeddings": True,
+    "optim": "adam", "decay_method": "noam", "warmup_steps": 1000, "learning_rate": 2, "adam_beta2": 0.998,
+}
 
 
 def model_options(work: Path) -> dict:
-    """Issue 5's reference size in OpenNMT-py's terms (brnn = 128 units per direction)."""
-    return {
-        "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "GRU", "global_attention": "mlp",
-        "layers": 2, "hidden_size": 256, "word_vec_size": 256, "dropout": 0.2,
+    """The reference size of the architecture ``prepare`` recorded for WORK."""
+    return (TRANSFORMER if (work / TRANSFORMER_MARKER).exists() else GRU) | {
         "batch_size": 128, "batch_type": "sents", "valid_batch_size": 128,
-        "optim": "adam", "learning_rate": 0.001, "label_smoothing": 0.1,
+        "label_smoothing": 0.1,
         "seed": 1, "num_workers": 0, "report_every": 50, "valid_steps": 10**9,
         "train_steps": 10**6, "save_model": str(work / "model"), "save_checkpoint_steps": 100,
         "keep_checkpoint": 2,
@@ -81,7 +93,7 @@ def write_config(work: Path, **overrides: object) -> Path:
     return path
 
 
-def prepare(run: Path, work: Path, separate_vocab: bool) -> None:
+def prepare(run: Path, work: Path, separate_vocab: bool, arch: str = "gru") -> None:
     from nmt.config import read_run_config
     from nmt.data.corpus import split_by_source
     from nmt.data.prepare import read_corpus
@@ -103,6 +115,9 @@ def prepare(run: Path, work: Path, separate_vocab: bool) -> None:
     (work / SEPARATE_MARKER).unlink(missing_ok=True)
     if separate_vocab:
         (work / SEPARATE_MARKER).touch()
+    (work / TRANSFORMER_MARKER).unlink(missing_ok=True)
+    if arch == "transformer":
+        (work / TRANSFORMER_MARKER).touch()
     config = write_config(work)
     subprocess.run([ONMT_BIN / "onmt_build_vocab", "-config", config, "-n_sample", "-1"], check=True)
     print(f"{work}: {len(split.train)} train, {len(split.valid)} valid pairs, {len(test.sources)} test sources")
@@ -261,6 +276,7 @@ def main() -> None:
     a.add_argument("work", type=Path)
     a.add_argument("--separate-vocab", action="store_true",
                    help="source and target vocabularies of their own side's pieces")
+    a.add_argument("--arch", choices=("gru", "transformer"), default="gru")
     sub.add_parser("throughput").add_argument("work", type=Path)
     a = sub.add_parser("translate")
     a.add_argument("work", type=Path)
@@ -275,7 +291,7 @@ def main() -> None:
     a.add_argument("--minutes", type=float, default=20.0)
     args = p.parse_args()
     if args.cmd == "prepare":
-        prepare(args.run, args.work, args.separate_vocab)
+        prepare(args.run, args.work, args.separate_vocab, args.arch)
     elif args.cmd == "throughput":
         throughput(args.work)
     elif args.cmd == "train":

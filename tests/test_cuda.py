@@ -49,3 +49,49 @@ def test_training_on_cuda_with_amp_and_resume(tmp_path, corpus_file):
     state = train_new_run(_config(corpus_file, device="cuda", max_steps=6), tmp_path / "run")
     assert state.step == 6 and state.scaler  # the loss scaler's state is saved for resuming
     assert resume_run(tmp_path / "run", {"max_steps": 9}).step == 9
+
+
+def _transformer(seed: int = 0):
+    from nmt.config import ModelConfig
+    from nmt.models.build import build_model
+
+    torch.manual_seed(seed)
+    cfg = ModelConfig(arch="transformer", embed_size=32, hidden_size=32, layers=2, heads=4, ff_size=48,
+                      dropout=0.0, vocab=40, tie_embeddings=True)
+    return build_model(cfg, 0).eval()
+
+
+@cuda
+def test_the_fused_attention_kernel_runs_on_cuda_and_equals_the_explicit_form():
+    from nmt.models.transformer.multihead import attend, causal_mask
+
+    q, k, v = (torch.randn(2, 4, 7, 16, device="cuda") for _ in range(3))
+    mask = causal_mask(7, q.device) & (torch.arange(7, device="cuda") < torch.tensor([[7], [4]], device="cuda")
+                                       )[:, None, None, :]
+    fused, none = attend(q, k, v, mask, need_weights=False)  # fused: chosen on CUDA
+    explicit, _ = attend(q, k, v, mask, fused=False)
+    assert none is None
+    torch.testing.assert_close(fused, explicit, rtol=1e-4, atol=1e-4)
+    with torch.autocast("cuda", dtype=torch.float16):
+        half, _ = attend(q.half(), k.half(), v.half(), mask, need_weights=False)
+    torch.testing.assert_close(half.float(), explicit, rtol=2e-2, atol=2e-2)
+
+
+@cuda
+def test_a_transformer_decodes_on_cuda_as_on_cpu():
+    model = _transformer()
+    batch = make_batch([[5, 9, 11, 6], [7, 8]])
+    budget = torch.full((2,), 8)
+    cpu = beam_search(model, batch.src, batch.src_len, budget, beam=3)
+    gpu_batch = batch.to(torch.device("cuda"))
+    gpu = beam_search(model.cuda(), gpu_batch.src, gpu_batch.src_len, budget, beam=3)
+    assert [h[0].tokens for h in gpu] == [h[0].tokens for h in cpu]
+
+
+@cuda
+def test_a_transformer_trains_on_cuda_with_amp_and_resumes(tmp_path, corpus_file):
+    from nmt.training.runs import resume_run, train_new_run
+    config = _config(corpus_file, device="cuda", max_steps=6, arch="transformer", embed_size=12, heads=2,
+                     ff_size=16)
+    assert train_new_run(config, tmp_path / "run").step == 6
+    assert resume_run(tmp_path / "run", {"max_steps": 9}).step == 9

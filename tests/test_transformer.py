@@ -4,7 +4,8 @@ import json
 
 import pytest
 import torch
-from conftest import TINY, nmt
+from conftest import nmt
+from test_transformer_cli import one_size
 
 from nmt.config import ModelConfig
 from nmt.data.batching import make_batch
@@ -69,20 +70,6 @@ def test_search_runs_over_the_transformer_through_the_interface():
     assert "Transformer" in describe(ModelConfig(arch="transformer"))
 
 
-def test_a_transformer_trains_resumes_and_translates_through_the_cli(corpus, tmp_path):
-    run = tmp_path / "run"
-    sizes = _one_size()
-    result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--max-steps", "6",
-                 "--arch", "transformer", "--heads", "2", "--ff-size", "16", *sizes)
-    assert result.returncode == 0, result.stderr
-    assert nmt("train", "--resume", str(run), "--max-steps", "8").returncode == 0
-    out = nmt("translate", "--checkpoint", str(run), "--beam", "2", "Tom sees the cat.", "")
-    assert out.returncode == 0, out.stderr
-    assert len(out.stdout.splitlines()) == 2
-    card = nmt("info", "--checkpoint", str(run))
-    assert "Transformer" in card.stdout
-
-
 def test_tied_embeddings_are_one_matrix_stored_once_and_tied_again_on_loading(corpus, tmp_path):
     from safetensors.torch import load_file
 
@@ -94,19 +81,13 @@ def test_tied_embeddings_are_one_matrix_stored_once_and_tied_again_on_loading(co
     assert count_parameters(untied) - count_parameters(tied) == VOCAB * 16
     run = tmp_path / "run"
     result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--max-steps", "3",
-                 "--arch", "transformer", "--heads", "2", "--ff-size", "16", "--tie-embeddings", *_one_size())
+                 "--arch", "transformer", "--heads", "2", "--ff-size", "16", "--tie-embeddings", *one_size())
     assert result.returncode == 0, result.stderr
     stored = load_file(run / "last.safetensors")
     assert "model.generator.proj.weight" not in stored and "model.tgt_embedding.weight" in stored
     _, model, _ = load_run(run, torch.device("cpu"))
     assert model.generator.proj.weight is model.tgt_embedding.weight
     torch.testing.assert_close(model.tgt_embedding.weight, stored["model.tgt_embedding.weight"])
-
-
-def _one_size() -> list[str]:
-    sizes = list(TINY)
-    sizes[sizes.index("--embed-size") + 1] = sizes[sizes.index("--hidden-size") + 1]
-    return sizes
 
 
 def test_the_noam_schedule_warms_up_then_decays_and_a_resumed_run_follows_it(tmp_path, corpus_file):
@@ -130,3 +111,37 @@ def test_the_noam_schedule_warms_up_then_decays_and_a_resumed_run_follows_it(tmp
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     lrs = [json.loads(line)["lr"] for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
     assert lrs[:2] == pytest.approx([3e-3 * 4 / 6, 3e-3 * (6 / 8) ** 0.5])
+
+
+def test_the_fused_kernel_computes_the_explicit_attention():
+    from nmt.models.transformer.multihead import attend, causal_mask
+
+    torch.manual_seed(4)
+    q, k, v = (torch.randn(2, 3, 5, 8) for _ in range(3))
+    padding = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])[:, None, None, :]
+    for mask in (padding, causal_mask(5) & padding, None):
+        explicit, weights = attend(q, k, v, mask, fused=False)
+        fused, none = attend(q, k, v, mask, fused=True)
+        torch.testing.assert_close(fused, explicit, rtol=1e-5, atol=1e-5)
+        assert none is None and weights.shape == (2, 3, 5, 5)
+    assert attend(q, k, v, padding, need_weights=False)[1] is not None  # CPU: the explicit form
+
+
+def test_attention_maps_hold_every_layer_and_head_and_match_decoding():
+    model = _model(5)
+    batch = make_batch([[5, 9, 11, 6], [7, 8]], [[12, 13, 14], [15, 16, 17, 18, 19]])
+    with torch.no_grad():
+        maps = model.attention_maps(batch.src, batch.src_len, batch.tgt_in)
+        _, attention = model(batch.src, batch.src_len, batch.tgt_in)
+    assert maps["encoder"].shape == (2, 2, 4, 5, 5)
+    assert maps["decoder"].shape == (2, 2, 4, 6, 6) and maps["cross"].shape == (2, 2, 4, 6, 5)
+    torch.testing.assert_close(maps["cross"][:, -1].mean(1), attention)
+    assert torch.all(maps["encoder"][1, :, :, :, 3:] == 0)  # padded keys, every layer and head
+    assert torch.all(maps["decoder"].triu(1) == 0)  # no position sees a later one
+    sums = [w.sum(-1) for w in maps.values()]
+    assert all(torch.allclose(s, torch.ones_like(s)) for s in sums)
+    hyps = greedy_search(model, batch.src, batch.src_len, torch.full((2,), 6))
+    for row, hyp in enumerate(hyps):
+        one = make_batch([batch.src[row, :int(batch.src_len[row]) - 1].tolist()], [hyp.tokens[:hyp.attention.size(0) - 1]])
+        cross = model.attention_maps(one.src, one.src_len, one.tgt_in)["cross"][0, -1].mean(0)
+        torch.testing.assert_close(cross, hyp.attention, rtol=1e-4, atol=1e-5)

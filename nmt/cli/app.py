@@ -269,21 +269,33 @@ def attn_plot(
     checkpoint: CheckpointOpt = None,
     output: Annotated[Path, Opt("--output", "-o", help="Figure file: .png, .svg or .pdf.")] = Path("attn.png"),
     show: Annotated[bool, Opt("--show", help="Also draw the weights in the terminal.")] = False,
+    kind: Annotated[str, Opt(help="cross (encoder-decoder), or a transformer's encoder or decoder "
+                             "self-attention.")] = "cross",
+    layer: Annotated[Optional[int], Opt(help="Layer, from 1. \\[default: the last]")] = None,
+    head: Annotated[str, Opt(help="Head, from 1; mean of the layer's heads; or all: a panel each.")] = "mean",
     beam: BeamOpt = 1,
     length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
     device: DeviceOpt = "auto",
 ) -> None:
     """Draw the attention weights of each decoded translation as a heatmap."""
     from nmt.cli.display import attention_table
-    from nmt.report.plotting import check_panels, figure_format, plot_attention
-    from nmt.tools.inspect import attention_panels
+    from nmt.report.plotting import GRID_COLUMNS, check_panels, figure_format, plot_attention
+    from nmt.tools.inspect import KINDS, AttentionView, attention_panels
 
     with user_errors():
         figure_format(output)
         check_panels(len(text))
+        if kind not in KINDS:
+            raise NmtError(f"--kind must be {', '.join(KINDS)}; got {kind!r}")
+        if head not in ("mean", "all") and not head.isdigit():
+            raise NmtError(f"--head must be a number from 1, mean or all; got {head!r}")
+        view = AttentionView(kind, layer, int(head) if head.isdigit() else head)
         translator = _load_translator(checkpoint, device, beam, length_penalty)
-        panels = attention_panels(translator, argument_texts(text))
-        plot_attention(panels, output)
+        lines = argument_texts(text)
+        panels = attention_panels(translator, lines, view)
+        per_sentence = len(panels) // len(lines)
+        check_panels(len(lines), per_sentence)
+        plot_attention(panels, output, per_sentence if head == "all" else GRID_COLUMNS)
         if show:
             for panel in panels:
                 print_out(attention_table(panel))
@@ -317,7 +329,10 @@ def bench(
     warmup: Annotated[int, Opt(help="Untimed training steps first.")] = 5,
     embed_size: Annotated[Optional[int], Opt(help=with_default("embed_size", "Embedding size."))] = None,
     hidden_size: Annotated[Optional[int], Opt(help=with_default("hidden_size", "Hidden size."))] = None,
-    layers: Annotated[Optional[int], Opt(help=with_default("layers", "GRU layers."))] = None,
+    layers: Annotated[Optional[int], Opt(help=with_default("layers", "Layers in encoder and decoder."))] = None,
+    arch: Annotated[Optional[str], Opt(help=with_default("arch", "gru or transformer."))] = None,
+    heads: Annotated[Optional[int], Opt(help=with_default("heads", "Transformer: attention heads."))] = None,
+    ff_size: Annotated[Optional[int], Opt(help=with_default("ff_size", "Transformer: feed-forward size."))] = None,
     vocab_size: Annotated[Optional[int], Opt(help=with_default("vocab_size", "Joint SentencePiece vocabulary size."))] = None,
     batch_size: Annotated[Optional[int], Opt(help=with_default("batch_size", "Training sentences per batch."))] = None,
     checkpoint: Annotated[Optional[Path], Opt(help="Trained run for the translation phases. "
@@ -335,6 +350,8 @@ def bench(
     json_out: Annotated[Optional[Path], Opt(help="Write the figures as JSON to this file ('-': stdout). "
                                             "\\[default: bench.json, unless --json]")] = None,
     json_stdout: Annotated[bool, Opt("--json", help="Print the figures as JSON instead of a table.")] = False,
+    config: Annotated[Optional[Path], Opt(help="YAML file of nmt train's options (the model and batch "
+                                          "to measure); flags win.")] = None,
 ) -> None:
     """Measure training and translation throughput and peak memory on this machine, and how
     close training runs to the device's matmul peak."""
@@ -354,11 +371,13 @@ def bench(
             if value is not None:
                 at_least(flag, value, minimum)
         check_penalty(length_penalty)
-        sizes = {"embed_size": embed_size, "hidden_size": hidden_size, "layers": layers,
-                 "vocab_size": vocab_size, "batch_size": batch_size}  # unset: nmt train's defaults
-        cfg = build_config({}, {k: v for k, v in sizes.items() if v is not None} | {
-            "corpus": str(corpus) if corpus else None, "device": device, "threads": threads,
-            "kernels": kernels})
+        sizes = {"embed_size": embed_size, "hidden_size": hidden_size, "layers": layers, "arch": arch,
+                 "heads": heads, "ff_size": ff_size, "vocab_size": vocab_size,
+                 "batch_size": batch_size}  # unset: nmt train's defaults
+        cfg = build_config(load_config_file(config) if config else {},
+                           {k: v for k, v in sizes.items() if v is not None} |
+                           ({"corpus": str(corpus)} if corpus else {}) |
+                           {"device": device, "threads": threads, "kernels": kernels})
         decode_on = decoding_device(precision, device)  # a bad flag fails now, not after training
         json_file = checked_output(json_out if json_out is not None else None if json_stdout
                                    else Path("bench.json"), "--json-out")  # before measuring

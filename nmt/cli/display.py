@@ -12,12 +12,12 @@ _SHADES = " ░▒▓█"
 
 
 def attention_table(panel: AttentionPanel) -> Table:
-    """Rows are generated pieces, columns source pieces; darker cells mean more weight."""
+    """A row per query piece, a column per key piece; darker cells mean more weight."""
     table = Table(title=panel.title, show_lines=False, pad_edge=False, box=None)
     table.add_column("")
-    for token in panel.src_tokens:
+    for token in panel.keys:
         table.add_column(token, justify="center", no_wrap=True)
-    for row, token in zip(panel.weights.tolist(), panel.tgt_tokens):
+    for row, token in zip(panel.weights.tolist(), panel.queries):
         cells = [Text(_SHADES[min(int(w * len(_SHADES)), len(_SHADES) - 1)] * 2,
                       style=f"rgb({int(255 * w)},{int(255 * w)},{int(80 + 175 * w)})") for w in row]
         table.add_row(token, *cells)

@@ -76,7 +76,8 @@ def bench_table(record: dict) -> Table:
                   f"{t['sentences_per_s']:,}",
                   f"{t['pieces_per_s']:,} (target {t['target_pieces_per_s']:,})",
                   f"{t['padding_fraction']:.1%}", f"{t['peak_rss_mb']:,}", f"{t['seconds']}")
-    table.caption = (f"training matmuls: {t['gflop_per_step']:,.3g} GFLOP a step (forward and backward) "
+    model = f"{s['model']}\n" if "model" in s else ""
+    table.caption = (f"{model}training matmuls: {t['gflop_per_step']:,.3g} GFLOP a step (forward and backward) "
                      f"at {t['gflops']:,} GFLOPS, {t['peak_fraction']:.0%} of the device's "
                      f"{t['matmul_peak_gflops']:,} GFLOPS {t['matmul_peak_dtype']} peak")
     precision = s.get("translate_precision", "fp32")

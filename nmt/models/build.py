@@ -36,3 +36,22 @@ def describe(cfg: ModelConfig) -> str:
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def parameters_per_block(model: nn.Module) -> dict[str, str]:
+    """Parameters of each top-level block, in build order; a tensor shared by two blocks counts
+    in the first. A stack of layers is given as its total and its count per layer."""
+    seen: set[int] = set()
+    blocks = {}
+    for name, block in model.named_children():
+        fresh = [p for p in block.parameters() if id(p) not in seen]
+        seen.update(id(p) for p in fresh)
+        if not fresh:
+            continue
+        total = sum(p.numel() for p in fresh)
+        shared = " + a weight counted above" if len(fresh) < len(list(block.parameters())) else ""
+        if isinstance(block, nn.ModuleList) and len(block) > 1:
+            blocks[name] = f"{total:,} ({len(block)} layers of {total // len(block):,})"
+        else:
+            blocks[name] = f"{total:,}{shared}"
+    return blocks

@@ -55,6 +55,12 @@ class TranslationModel(Protocol):
         :return: outputs, shape (batch, tgt_len, hidden); attention, shape (batch, tgt_len, src_len)
         """
 
+    def attention_maps(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
+                       ) -> dict[str, torch.Tensor]:
+        """Every attention's weights in the teacher-forced pass, for plots: by kind ("cross",
+        encoder-decoder, which every model has; "encoder" and "decoder" self-attention where
+        it has them), each shape (batch, layers, heads, queries, keys)."""
+
     def logits(self, outputs: torch.Tensor) -> torch.Tensor:
         """:param outputs: shape (..., hidden) :return: shape (..., outputs)"""
 

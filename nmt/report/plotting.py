@@ -15,12 +15,14 @@ FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 
 @dataclass
 class AttentionPanel:
-    """One sentence's attention: weights shape (target pieces, source pieces)."""
+    """One heatmap: weights shape (queries, keys), a row per query piece, a column per key piece."""
 
     weights: torch.Tensor
-    src_tokens: list[str]
-    tgt_tokens: list[str]
+    keys: list[str]
+    queries: list[str]
     title: str
+    key_label: str = "source pieces"
+    query_label: str = "generated pieces"
 
 
 def _pyplot():
@@ -38,39 +40,44 @@ def figure_format(path: Path) -> str:
     return fmt
 
 
-MAX_PANELS = 12  # sentences in one figure
+MAX_PANELS = 12  # heatmaps in one figure
 GRID_COLUMNS = 3
+MAX_COLUMNS = 4  # one row of a 4-head layer
 PANEL_INCHES = (3.0, 8.0)  # each panel's smallest and largest side
 MAX_TICKS = 60  # labelled pieces per axis; longer axes label every k-th piece
 
 
-def check_panels(count: int) -> None:
-    """Refuse more sentences than one figure holds (before decoding them)."""
-    if count > MAX_PANELS:
-        raise NmtError(f"attn-plot draws at most {MAX_PANELS} sentences in one figure, got "
-                       f"{count}; plot them in groups of {MAX_PANELS} or fewer")
+def check_panels(sentences: int, per_sentence: int = 1) -> None:
+    """Refuse more heatmaps than one figure holds (before decoding, where the count is known)."""
+    if sentences * per_sentence > MAX_PANELS:
+        if per_sentence == 1:
+            raise NmtError(f"attn-plot draws at most {MAX_PANELS} sentences in one figure, got "
+                           f"{sentences}; plot them in groups of {MAX_PANELS} or fewer")
+        raise NmtError(f"attn-plot draws at most {MAX_PANELS} heatmaps in one figure: {sentences} "
+                       f"sentences x {per_sentence} heads is {sentences * per_sentence}; give at most "
+                       f"{MAX_PANELS // per_sentence} sentences with --head all")
 
 
-def plot_attention(panels: list[AttentionPanel], path: Path) -> None:
-    """Draw one heatmap per panel (source on x, target on y, colour bar), in a grid of up to
-    three columns. Panel sides are capped, so no input makes a figure larger than 24 x 32
-    inches (3,600 x 4,800 pixels at 150 dpi)."""
+def plot_attention(panels: list[AttentionPanel], path: Path, columns: int = GRID_COLUMNS) -> None:
+    """Draw one heatmap per panel (keys on x, queries on y, colour bar), in a grid of up to
+    ``columns`` (at most 4) columns. Panel sides are capped, so no input makes a figure larger
+    than 32 x 32 inches (4,800 x 4,800 pixels at 150 dpi)."""
     fmt = figure_format(path)
     check_panels(len(panels))
     plt = _pyplot()
-    cols = min(GRID_COLUMNS, len(panels))
+    cols = min(columns, MAX_COLUMNS, len(panels))
     rows = -(-len(panels) // cols)
-    width = max(_side(len(p.src_tokens), 0.4) for p in panels)
-    height = max(_side(len(p.tgt_tokens), 0.35) for p in panels)
+    width = max(_side(len(p.keys), 0.4) for p in panels)
+    height = max(_side(len(p.queries), 0.35) for p in panels)
     fig, axes = plt.subplots(rows, cols, figsize=(cols * width, rows * height), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.set_axis_off()
     for ax, panel in zip(axes.flat, panels):
         image = ax.imshow(panel.weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-        _ticks(ax.set_xticks, panel.src_tokens, rotation=60, ha="right")
-        _ticks(ax.set_yticks, panel.tgt_tokens)
-        ax.set_xlabel("source pieces")
-        ax.set_ylabel("generated pieces")
+        _ticks(ax.set_xticks, panel.keys, rotation=60, ha="right")
+        _ticks(ax.set_yticks, panel.queries)
+        ax.set_xlabel(panel.key_label)
+        ax.set_ylabel(panel.query_label)
         ax.set_title(_short(panel.title), fontsize=9, wrap=True)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()

@@ -30,6 +30,7 @@ from nmt.inference.quantize import load_for_decoding
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 from nmt.inference.translate import Translator
 from nmt.models.build import build_model, count_parameters
+from nmt.models.build import describe as describe_model
 from nmt.models.kernels import use_kernels
 from nmt.runtime.devices import configure_cpu, describe, pick_device, synchronize
 from nmt.tools.flops import matmul_peak_flops, training_flops
@@ -192,7 +193,7 @@ def run_bench(config: RunConfig, pairs: int | None, steps: int, warmup: int, run
     """
     configure_cpu(config.train.threads)
     device = pick_device(config.train.device)
-    result = BenchResult(settings(device) | {"translate_precision": precision,
+    result = BenchResult(settings(device) | {"model": describe_model(config.model), "translate_precision": precision,
                                              "length_penalty": length_penalty,
                                              "kernels": config.train.kernels})
     result.train, efficiency = bench_training(config, pairs, steps, warmup, device)

@@ -2,14 +2,18 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from nmt.config import RunConfig, read_run_config
-from nmt.errors import NmtError
+from nmt.data.batching import make_batch
+from nmt.errors import NmtError, SettingError
 from nmt.inference.loading import skeleton, weights_file
 from nmt.inference.translate import Translator
-from nmt.models.build import count_parameters, describe
+from nmt.models.build import count_parameters, describe, parameters_per_block
 from nmt.report.plotting import AttentionPanel
 from nmt.runtime.checkpoint import read_header_checked
 from nmt.training.trainer import read_metrics
@@ -40,17 +44,68 @@ def _held_out(run_dir: Path, config: RunConfig, part: str) -> str:
     return f"{pairs} pairs held out of the corpus (at most {getattr(d, f'{part}_size')} source sentences)"
 
 
-def attention_panels(translator: Translator, lines: list[str]) -> list[AttentionPanel]:
-    """Decode each line and pair its attention with readable source and target pieces."""
+KINDS = {"cross": "encoder-decoder attention", "encoder": "encoder self-attention",
+         "decoder": "decoder self-attention"}
+
+
+@dataclass(frozen=True)
+class AttentionView:
+    """Which weights to draw: an attention ``kind`` (a key of :data:`KINDS`), a ``layer``
+    (1-based; None: the last) and a ``head`` (1-based, ``mean`` of the layer's heads, or
+    ``all``: a panel each)."""
+
+    kind: str = "cross"
+    layer: int | None = None
+    head: int | str = "mean"
+
+    def heads_of(self, weights: torch.Tensor, what: str) -> tuple[torch.Tensor, list[str]]:
+        """From ``weights`` (layers, heads, queries, keys): the chosen maps, (panels, queries,
+        keys), and a caption each; ``what`` names the model in errors."""
+        layers, heads = weights.shape[:2]
+        layer = self.layer if self.layer is not None else layers
+        if not 1 <= layer <= layers:
+            raise SettingError("layer", layer, f"{what} has layers 1 to {layers}")
+        chosen = weights[layer - 1]
+        where = f"layer {layer} of {layers}"
+        if self.head == "mean":
+            return chosen.mean(0, keepdim=True), [f"{where}, {heads} heads averaged" if heads > 1 else where]
+        if self.head == "all":
+            return chosen, [f"{where}, head {h + 1} of {heads}" for h in range(heads)]
+        if not 1 <= self.head <= heads:
+            raise SettingError("head", self.head, f"{what} has heads 1 to {heads}")
+        return chosen[self.head - 1:self.head], [f"{where}, head {self.head} of {heads}"]
+
+
+@torch.inference_mode()
+def attention_panels(translator: Translator, lines: list[str], view: AttentionView = AttentionView()
+                     ) -> list[AttentionPanel]:
+    """Decode each line, then draw ``view``'s weights from the teacher-forced pass over the
+    translation (the weights decoding used: the same states, see tests/test_inspect.py),
+    labelled with readable pieces."""
     src_ids = translator.encode(lines)
     if not all(src_ids):
         raise NmtError("attn-plot needs sentences with some text in them")
+    model, pieces = translator.model, translator.tokenizer.pieces
+    what = f"this {type(model).__name__} model"
     panels = []
     for line, ids, hyp in zip(lines, src_ids, translator.hypotheses(lines)):
-        pieces = translator.tokenizer.pieces
-        tgt = pieces(hyp.tokens) + (["</s>"] if hyp.attention.size(0) > len(hyp.tokens) else [])
+        rows = hyp.attention.size(0)  # one per generated piece, EOS included when generated
+        batch = make_batch([ids], [hyp.tokens[:rows - 1]]).to(translator.device)
+        maps = model.attention_maps(batch.src, batch.src_len, batch.tgt_in)
+        if view.kind not in maps:
+            raise SettingError("kind", view.kind, f"{what} has {' and '.join(maps)} attention only")
+        weights, captions = view.heads_of(maps[view.kind][0].float().cpu(), what)
+        source = pieces(ids) + ["</s>"]
+        generated = pieces(hyp.tokens) + (["</s>"] if rows > len(hyp.tokens) else [])
+        decoder_inputs = ["<s>"] + generated[:-1]
+        keys, queries, key_label, query_label = {
+            "cross": (source, generated, "source pieces", "generated pieces"),
+            "encoder": (source, source, "source pieces", "source pieces"),
+            "decoder": (decoder_inputs, generated, "decoder input pieces", "generated pieces")}[view.kind]
         text = translator.detokenize([hyp])[0]
-        panels.append(AttentionPanel(hyp.attention, pieces(ids) + ["</s>"], tgt, f"{line}\n→ {text}"))
+        for panel_weights, caption in zip(weights, captions):
+            title = f"{line}\n→ {text}\n{KINDS[view.kind]}, {caption}"
+            panels.append(AttentionPanel(panel_weights, keys, queries, title, key_label, query_label))
     return panels
 
 
@@ -71,8 +126,11 @@ def model_card(run_dir: Path) -> dict[str, Any]:
     return {
         "run": str(run_dir),
         "architecture": describe(m),
-        "sizes": {"embed": m.embed_size, "hidden": m.hidden_size, "dropout": m.dropout},
+        "sizes": ({"layers": m.layers, "d_model": m.hidden_size, "heads": m.heads, "feed-forward": m.ff_size}
+                  if m.arch == "transformer" else
+                  {"layers": m.layers, "embed": m.embed_size, "hidden": m.hidden_size}) | {"dropout": m.dropout},
         "parameters": n_params,
+        "parameters per block": parameters_per_block(model),
         "vocabulary": (f"joint SentencePiece unigram, {m.vocab} pieces: rows for "
                        f"{m.source_pieces or m.vocab} in sources, {m.target_pieces or m.vocab} in targets"),
         "corpus": summary.get("corpus", config.data.corpus or config.data.src_file),

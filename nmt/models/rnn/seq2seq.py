@@ -40,6 +40,11 @@ class Seq2Seq(GeneratorOutputs):
         """
         return self.decoder(tgt_in, self.encode(src, src_len))
 
+    def attention_maps(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
+                       ) -> dict[str, torch.Tensor]:
+        """The one attention there is: "cross", shape (batch, 1 layer, 1 head, tgt_len, src_len)."""
+        return {"cross": self(src, src_len, tgt_in)[1][:, None, None]}
+
     def step(self, prev_tokens: torch.Tensor, state: DecoderState
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """See :meth:`nmt.models.interface.TranslationModel.step`."""

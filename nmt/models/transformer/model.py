@@ -64,11 +64,20 @@ class EncoderLayer(nn.Module):
         self.feed_forward = FeedForward(size, ff_size, dropout)
         self.attend, self.transform = (Residual(size, dropout, pre_norm) for _ in range(2))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """:param x: shape (batch, src_len, size) :param mask: shape (batch, 1, 1, src_len)"""
-        attention = self.self_attention
-        x = self.attend(x, lambda y: attention(y, *attention.project_keys_values(y), mask)[0])
-        return self.transform(x, self.feed_forward)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, need_weights: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:param x: shape (batch, src_len, size) :param mask: shape (batch, 1, 1, src_len)
+        :return: outputs, the same shape as ``x``; self-attention, (batch, heads, src_len, src_len),
+            if ``need_weights``"""
+        weights: list[torch.Tensor | None] = []
+
+        def attend(y: torch.Tensor) -> torch.Tensor:
+            out, w = self.self_attention(y, *self.self_attention.project_keys_values(y), mask, need_weights)
+            weights.append(w)
+            return out
+
+        x = self.attend(x, attend)
+        return self.transform(x, self.feed_forward), weights[0]
 
 
 class DecoderLayer(nn.Module):
@@ -81,33 +90,35 @@ class DecoderLayer(nn.Module):
             Residual(size, dropout, pre_norm) for _ in range(3))
 
     def forward(self, x: torch.Tensor, past: KeyValue | None, self_mask: torch.Tensor | None,
-                cross: KeyValue, cross_mask: torch.Tensor) -> tuple[torch.Tensor, KeyValue, torch.Tensor]:
+                cross: KeyValue, cross_mask: torch.Tensor, need_weights: tuple[str, ...] = ("cross",)
+                ) -> tuple[torch.Tensor, KeyValue, dict[str, torch.Tensor]]:
         """Decode ``x`` (batch, len, size), the positions after ``past``'s.
 
         :param self_mask: causal mask over the ``len`` new positions, (len, len); None for one
         :param cross_mask: shape (batch, 1, 1, src_len)
         :return: outputs, shape (batch, len, size); the self-attention's keys and values up to
-            and including these positions; encoder-decoder attention, (batch, heads, len, src_len)
+            and including these positions; the attention weights ``need_weights`` names:
+            "decoder", self-attention, (batch, heads, len, past + len); "cross", encoder-decoder,
+            (batch, heads, len, src_len)
         """
         keys_values: list[KeyValue] = []
+        weights: dict[str, torch.Tensor] = {}
 
         def attend_self(y: torch.Tensor) -> torch.Tensor:
             keys, values = self.self_attention.project_keys_values(y)
             if past is not None:
                 keys, values = torch.cat([past[0], keys], dim=2), torch.cat([past[1], values], dim=2)
             keys_values.append((keys, values))
-            return self.self_attention(y, keys, values, self_mask)[0]
-
-        weights: list[torch.Tensor] = []
+            out, weights["decoder"] = self.self_attention(y, keys, values, self_mask, "decoder" in need_weights)
+            return out
 
         def attend_source(y: torch.Tensor) -> torch.Tensor:
-            out, w = self.cross_attention(y, *cross, cross_mask)
-            weights.append(w)
+            out, weights["cross"] = self.cross_attention(y, *cross, cross_mask, "cross" in need_weights)
             return out
 
         x = self.attend_self(x, attend_self)
         x = self.attend_source(x, attend_source)
-        return self.transform(x, self.feed_forward), keys_values[0], weights[0]
+        return self.transform(x, self.feed_forward), keys_values[0], weights
 
 
 class Transformer(GeneratorOutputs):
@@ -153,44 +164,72 @@ class Transformer(GeneratorOutputs):
 
     def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> TransformerState:
         """:param src: shape (batch, src_len) :param src_len: shape (batch,)"""
+        return self._encode(src, src_len)[0]
+
+    def _encode(self, src: torch.Tensor, src_len: torch.Tensor, need_weights: bool = False
+                ) -> tuple[TransformerState, list[torch.Tensor | None]]:
+        """The state, and each encoder layer's self-attention, (batch, heads, src_len, src_len),
+        if ``need_weights``."""
         src_mask = lengths_to_mask(src_len, src.size(1))  # (batch, src_len)
         mask = src_mask[:, None, None, :]
         x = self.positions(self.src_embedding(src) * self.scale)
+        weights = []
         for layer in self.encoder:
-            x = layer(x, mask)
+            x, w = layer(x, mask, need_weights)
+            weights.append(w)
         memory = self.encoder_norm(x)  # (batch, src_len, size)
         cross = [layer.cross_attention.project_keys_values(memory) for layer in self.decoder]
-        return TransformerState(cross, src_mask, [])
+        return TransformerState(cross, src_mask, []), weights
 
-    def _decode(self, tgt: torch.Tensor, state: TransformerState, self_mask: torch.Tensor | None
-                ) -> tuple[torch.Tensor, TransformerState, torch.Tensor]:
+    def _decode(self, tgt: torch.Tensor, state: TransformerState, self_mask: torch.Tensor | None,
+                all_weights: bool = False) -> tuple[torch.Tensor, TransformerState, list[dict[str, torch.Tensor]]]:
         """Decode the ids ``tgt`` (batch, len) at the positions after ``state``'s.
 
-        :return: outputs (batch, len, size); the state; attention of the last layer's
-            encoder-decoder heads, averaged, (batch, len, src_len)
+        :return: outputs (batch, len, size); the state; each layer's attention weights (see
+            :meth:`DecoderLayer.forward`): the last layer's encoder-decoder ones, or
+            ``all_weights``
         """
         x = self.positions(self.tgt_embedding(tgt) * self.scale, offset=state.length)
         cross_mask = state.src_mask[:, None, None, :]
-        past, weights = [], None
+        past, weights = [], []
+        last = len(self.decoder) - 1
         for k, layer in enumerate(self.decoder):
-            x, kv, weights = layer(x, state.past[k] if state.past else None, self_mask,
-                                   state.cross[k], cross_mask)
+            need = ("decoder", "cross") if all_weights else ("cross",) if k == last else ()
+            x, kv, w = layer(x, state.past[k] if state.past else None, self_mask,
+                             state.cross[k], cross_mask, need)
             past.append(kv)
-        return self.decoder_norm(x), replace(state, past=past), weights.mean(dim=1)
+            weights.append(w)
+        return self.decoder_norm(x), replace(state, past=past), weights
 
     def forward(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """Teacher-forced pass. :return: outputs, shape (batch, tgt_len, size); attention,
         shape (batch, tgt_len, src_len)"""
-        outputs, _, attention = self._decode(tgt_in, self.encode(src, src_len),
-                                             causal_mask(tgt_in.size(1), tgt_in.device))
-        return outputs, attention
+        outputs, _, weights = self._decode(tgt_in, self.encode(src, src_len),
+                                           causal_mask(tgt_in.size(1), tgt_in.device))
+        return outputs, _heads_mean(weights)
 
     def step(self, prev_tokens: torch.Tensor, state: TransformerState
              ) -> tuple[torch.Tensor, TransformerState, torch.Tensor]:
-        """One position: :return: outputs (batch, size); the state; attention (batch, src_len)"""
-        outputs, state, attention = self._decode(prev_tokens.unsqueeze(1), state, None)
-        return outputs.squeeze(1), state, attention.squeeze(1)
+        """One position: :return: outputs (batch, size); the state; the last layer's
+        encoder-decoder attention, its heads averaged, (batch, src_len)"""
+        outputs, state, weights = self._decode(prev_tokens.unsqueeze(1), state, None)
+        return outputs.squeeze(1), state, _heads_mean(weights).squeeze(1)
+
+    def attention_maps(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
+                       ) -> dict[str, torch.Tensor]:
+        """Every layer's and head's weights in the teacher-forced pass over ``tgt_in``: "encoder"
+        (batch, layers, heads, src_len, src_len), "decoder" (batch, layers, heads, tgt_len,
+        tgt_len) and "cross" (batch, layers, heads, tgt_len, src_len)."""
+        state, encoder = self._encode(src, src_len, need_weights=True)
+        _, _, decoder = self._decode(tgt_in, state, causal_mask(tgt_in.size(1), tgt_in.device), all_weights=True)
+        return {"encoder": torch.stack(encoder, 1), "decoder": torch.stack([w["decoder"] for w in decoder], 1),
+                "cross": torch.stack([w["cross"] for w in decoder], 1)}
+
+
+def _heads_mean(weights: list[dict[str, torch.Tensor]]) -> torch.Tensor:
+    """The last layer's encoder-decoder attention, averaged over heads: (batch, len, src_len)."""
+    return weights[-1]["cross"].mean(dim=1)
 
 
 def build(cfg: ModelConfig, pad_id: int, source: PieceMap | None, target: PieceMap | None,

@@ -5,6 +5,7 @@ sequence."""
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nmt.models.attention import scaled_dot_product
@@ -33,19 +34,38 @@ class MultiHeadAttention(nn.Module):
         return self.split(self.key_proj(memory)), self.split(self.value_proj(memory))
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+                mask: torch.Tensor | None, need_weights: bool = True
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend from ``queries`` (batch, q_len, size) to keys and values already projected
         and split (from :meth:`project_keys_values`).
 
         :param mask: bool, True where a query may attend a key, broadcastable to
             (batch, heads, q_len, k_len): (batch, 1, 1, k_len) for padding,
             (1, 1, q_len, k_len) for causality, or both combined; None: every key
-        :return: outputs, shape (batch, q_len, size); weights, shape (batch, heads, q_len, k_len)
+        :param need_weights: False lets the device's fused kernel run, which keeps no weights
+        :return: outputs, shape (batch, q_len, size); weights, shape (batch, heads, q_len, k_len),
+            or None when not needed and not computed
         """
-        context, weights = scaled_dot_product(self.split(self.query_proj(queries)), keys, values, mask)
+        context, weights = attend(self.split(self.query_proj(queries)), keys, values, mask, need_weights)
         batch, heads, length, head_size = context.shape
         merged = context.transpose(1, 2).reshape(batch, length, heads * head_size)
         return self.out_proj(merged), weights
+
+
+FUSED_DEVICES = ("cuda",)  # where torch's fused kernel is the faster; see docs/choices.md
+
+
+def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None,
+           need_weights: bool = True, fused: bool | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`scaled_dot_product`, or torch's fused ``scaled_dot_product_attention`` (the same
+    function, in one kernel that keeps no weights) when ``fused``; None: fused where the
+    weights are not needed and the device is one of :data:`FUSED_DEVICES`. Shapes: (batch,
+    heads, len, head_size)."""
+    if fused is None:
+        fused = not need_weights and queries.device.type in FUSED_DEVICES
+    if fused:
+        return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask), None
+    return scaled_dot_product(queries, keys, values, mask)
 
 
 def causal_mask(length: int, device: torch.device | None = None) -> torch.Tensor:
