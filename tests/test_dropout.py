@@ -40,3 +40,28 @@ def test_same_seed_same_mask_and_gradient_is_the_mask():
     assert torch.equal(a, b)
     a.sum().backward()
     assert torch.allclose(x.grad, a.detach() / x.detach())
+
+
+def test_relu_dropout_equals_dropout_after_relu_in_value_and_gradient():
+    from nmt.models.dropout import dropout_mask, relu_dropout
+
+    x = torch.randn(64, 48)
+    x[0, :4] = 0.0  # relu's kink: no gradient there, as torch.relu has none
+    fused, plain = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch.manual_seed(5)
+    out = relu_dropout(fused, 0.3, training=True)
+    torch.manual_seed(5)
+    expected = torch.relu(plain) * dropout_mask(plain.shape, 0.3, plain)  # the same draws
+    assert torch.equal(out, expected)
+    weights = torch.randn(64, 48)
+    (out * weights).sum().backward()
+    (expected * weights).sum().backward()
+    assert torch.equal(fused.grad, plain.grad)
+    assert torch.equal(relu_dropout(x, 0.3, training=False), torch.relu(x))
+
+
+def test_dropout_keeps_a_bool_mask_for_backward():
+    x = torch.randn(32, 16, requires_grad=True)
+    y = dropout(x, 0.2, training=True)
+    saved = y.grad_fn.saved_tensors
+    assert len(saved) == 1 and saved[0].dtype == torch.bool

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import platform
 
@@ -67,6 +68,15 @@ def configure_cpu(threads: int) -> None:
         threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     torch.set_num_threads(threads)
     _keep_freed_memory()
+
+
+def release_freed_memory() -> None:
+    """Hand the heap's free memory back to the OS once: what preparing the data freed
+    (SentencePiece's training, the text of the corpus; 264 MB on fra-eng) would otherwise
+    stay resident for the whole run under :func:`configure_cpu`'s thresholds."""
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        gc.collect()
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _keep_freed_memory() -> None:

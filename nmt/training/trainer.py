@@ -33,7 +33,7 @@ from nmt.inference.translate import Translator
 from nmt.models.interface import TranslationModel
 from nmt.models.kernels import use_kernels
 from nmt.models.loss import batch_loss
-from nmt.runtime.devices import autocast, describe
+from nmt.runtime.devices import autocast, describe, release_freed_memory
 from nmt.runtime.fileio import atomic_write_text
 from nmt.training.schedule import scheduled_lr
 
@@ -136,6 +136,7 @@ class Trainer:
         self.valid = data.split.valid
         self.valid_src = data.tokenizer.encode([s for s, _ in self.valid])
         self.valid_tgt = data.tokenizer.encode([t for _, t in self.valid])
+        release_freed_memory()  # what preparing the data freed
 
     @property
     def lr(self) -> float:

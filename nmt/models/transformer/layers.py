@@ -6,7 +6,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from nmt.models.dropout import Dropout
+from nmt.models.dropout import Dropout, relu_dropout
 
 
 class FeedForward(nn.Module):
@@ -16,11 +16,11 @@ class FeedForward(nn.Module):
         super().__init__()
         self.inner = nn.Linear(size, ff_size)
         self.outer = nn.Linear(ff_size, size)
-        self.dropout = Dropout(dropout)
+        self.p = dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """:param x: shape (..., size) :return: the same shape"""
-        return self.outer(self.dropout(torch.relu(self.inner(x))))
+        return self.outer(relu_dropout(self.inner(x), self.p, self.training))
 
 
 class Residual(nn.Module):
