@@ -61,7 +61,7 @@ class ModelConfig:
     #                         both set by nmt train; 0 = every piece (runs made before that)
     heads: int = 4  # transformer: attention heads
     ff_size: int = 1024  # transformer: feed-forward inner size
-    norm: str = "pre"  # transformer: layer norm before each sub-layer ("pre") or after its residual ("post")
+    norm: str = "post"  # transformer: layer norm after each sub-layer's residual sum ("post") or before it ("pre")
     tie_embeddings: bool = False  # transformer: the decoder's input embedding is its output layer's weight
     tokenizer_sha256: str = ""  # of the run's spm.model, checked on every load; set by nmt train
 
@@ -70,8 +70,7 @@ DEFAULT_EPOCHS = 10
 
 # Where a transformer's defaults differ from the GRU's; chosen by measurement (docs/choices.md).
 ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
-    "transformer": {"dropout": 0.1, "tie_embeddings": True, "schedule": "noam", "warmup_steps": 1000,
-                    "lr": 1e-3},
+    "transformer": {"dropout": 0.1, "schedule": "noam", "warmup_steps": 400, "lr": 1e-3},
 }
 
 

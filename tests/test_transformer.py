@@ -87,6 +87,8 @@ def test_tied_embeddings_are_one_matrix_stored_once_and_tied_again_on_loading(co
     assert "model.generator.proj.weight" not in stored and "model.tgt_embedding.weight" in stored
     _, model, _ = load_run(run, torch.device("cpu"))
     assert model.generator.proj.weight is model.tgt_embedding.weight
+    card = json.loads(nmt("info", "--checkpoint", str(run), "--json").stdout)
+    assert "tied" in card["architecture"] and "counted above" in card["parameters per block"]["generator"]
     torch.testing.assert_close(model.tgt_embedding.weight, stored["model.tgt_embedding.weight"])
 
 
@@ -103,7 +105,7 @@ def test_the_noam_schedule_warms_up_then_decays_and_a_resumed_run_follows_it(tmp
                "valid_every": 4, "valid_bleu_size": 10, "valid_size": 10, "test_size": 10, "device": "cpu",
                "warmup_steps": 6, "lr": 3e-3}
     full = build_config({}, options)
-    assert (full.train.schedule, full.model.tie_embeddings, full.model.dropout) == ("noam", True, 0.1)
+    assert (full.train.schedule, full.model.norm, full.model.dropout) == ("noam", "post", 0.1)
     train_new_run(full, tmp_path / "full")
     train_new_run(full.replace(max_steps=5), tmp_path / "part")
     resume_run(tmp_path / "part", {"max_steps": 10})

@@ -133,7 +133,7 @@ def train(
                                           "--epochs/--max-steps/--max-minutes may change.")] = None,
     config: Annotated[Optional[Path], Opt(help="YAML file with any of these options; flags win.")] = None,
 ) -> None:
-    """Train an encoder-decoder with Bahdanau attention on a parallel corpus.
+    """Train a GRU encoder-decoder with attention, or a Transformer, on a parallel corpus.
 
     Every option can also be set in a YAML file passed with --config (keys as the flag names,
     with _ for -); the resolved configuration is saved as config.yaml in the run directory.
