@@ -60,6 +60,6 @@ BatchOpt = Annotated[int, Opt(help="Sentences decoded together.")]
 BeamOpt = Annotated[int, Opt(help="Beam size; 1 is greedy search.")]
 PenaltyOpt = Annotated[float, Opt(help="GNMT length-penalty alpha for beam search (0: none).")]
 PrecisionOpt = Annotated[str, Opt(help="fp32, or int8: int8 weights for the GRUs and linear layers "
-                                  "(CPU only; faster, BLEU within 0.2 in the README).")]
+                                  "(CPU only; faster, BLEU within 0.3 in the README).")]
 KernelsOpt = Annotated[str, Opt(help="fast, or reference: plain PyTorch search without the certified "
                                 "int8 argmax and block-wise top-k (the same output).")]

@@ -52,7 +52,7 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(merged), weights
 
 
-FUSED_DEVICES = ("cuda",)  # where torch's fused kernel is the faster; see docs/choices.md
+FUSED_DEVICES = ("cuda",)  # on CPU it did not pay in training or search: docs/performance.md
 
 
 def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None,
