@@ -30,6 +30,14 @@ def test_a_transformer_trains_resumes_and_translates_through_the_cli(transformer
     out = nmt("translate", "--checkpoint", str(transformer_run), "--beam", "2", "Tom sees the cat.", "")
     assert out.returncode == 0, out.stderr
     assert len(out.stdout.splitlines()) == 2
+    nbest = nmt("translate", "--checkpoint", str(transformer_run), "--beam", "3", "--nbest", "2",
+                "--precision", "int8", "Tom sees the cat.")
+    assert nbest.returncode == 0, nbest.stderr
+    rows = [line.split("\t") for line in nbest.stdout.splitlines()]
+    assert [r[0] for r in rows] == ["0", "0"] and float(rows[0][1]) >= float(rows[1][1])  # best first
+    scores = nmt("eval", "--checkpoint", str(transformer_run), "--bleu", "--beam", "2", "--json")
+    assert scores.returncode == 0, scores.stderr
+    assert 0 <= json.loads(scores.stdout)["scores"]["bleu"]["score"] <= 100
 
 
 def test_info_names_the_architecture_and_counts_parameters_per_block(transformer_run):
