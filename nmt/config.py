@@ -279,6 +279,8 @@ def read_run_config(path: Path) -> RunConfig:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
         flat = flatten(raw, str(path))
+        if flat.get("arch") == "transformer":
+            flat.setdefault("norm", "pre")  # saved before the key existed, when pre-norm was the only one
         return RunConfig().replace(**flat)
     except FileNotFoundError:
         raise ConfigError(f"{path}: missing; is this an nmt run directory?") from None

@@ -147,3 +147,16 @@ def test_attention_maps_hold_every_layer_and_head_and_match_decoding():
         one = make_batch([batch.src[row, :int(batch.src_len[row]) - 1].tolist()], [hyp.tokens[:hyp.attention.size(0) - 1]])
         cross = model.attention_maps(one.src, one.src_len, one.tgt_in)["cross"][0, -1].mean(0)
         torch.testing.assert_close(cross, hyp.attention, rtol=1e-4, atol=1e-5)
+
+
+def test_a_transformer_run_saved_before_the_norm_key_reads_as_pre_norm(tmp_path):
+    import yaml
+
+    from nmt.config import RunConfig, read_run_config, save_config
+
+    save_config(RunConfig().replace(arch="transformer"), tmp_path / "config.yaml")
+    assert read_run_config(tmp_path / "config.yaml").model.norm == "post"
+    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    del saved["model"]["norm"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))
+    assert read_run_config(tmp_path / "config.yaml").model.norm == "pre"
