@@ -280,16 +280,12 @@ def attn_plot(
     """Draw the attention weights of each decoded translation as a heatmap."""
     from nmt.cli.display import attention_table
     from nmt.report.plotting import GRID_COLUMNS, check_panels, figure_format, plot_attention
-    from nmt.tools.inspect import KINDS, AttentionView, attention_panels
+    from nmt.tools.inspect import AttentionView, attention_panels
 
     with user_errors():
         figure_format(output)
         check_panels(len(text))
-        if kind not in KINDS:
-            raise NmtError(f"--kind must be {', '.join(KINDS)}; got {kind!r}")
-        if head not in ("mean", "all") and not head.isdigit():
-            raise NmtError(f"--head must be a number from 1, mean or all; got {head!r}")
-        view = AttentionView(kind, layer, int(head) if head.isdigit() else head)
+        view = AttentionView.from_flags(kind, layer, head)
         translator = _load_translator(checkpoint, device, beam, length_penalty)
         lines = argument_texts(text)
         panels = attention_panels(translator, lines, view)

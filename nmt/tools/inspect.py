@@ -58,6 +58,15 @@ class AttentionView:
     layer: int | None = None
     head: int | str = "mean"
 
+    @classmethod
+    def from_flags(cls, kind: str, layer: int | None, head: str) -> AttentionView:
+        """The view a user asked for, ``head`` as typed (a number, mean or all)."""
+        if kind not in KINDS:
+            raise NmtError(f"--kind must be {', '.join(KINDS)}; got {kind!r}")
+        if head not in ("mean", "all") and not head.isdigit():
+            raise NmtError(f"--head must be a number from 1, mean or all; got {head!r}")
+        return cls(kind, layer, int(head) if head.isdigit() else head)
+
     def heads_of(self, weights: torch.Tensor, what: str) -> tuple[torch.Tensor, list[str]]:
         """From ``weights`` (layers, heads, queries, keys): the chosen maps, (panels, queries,
         keys), and a caption each; ``what`` names the model in errors."""
