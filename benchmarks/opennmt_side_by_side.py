@@ -233,12 +233,14 @@ def translate(work: Path, precision: str = "fp32") -> None:
     (work / f"translate-{precision}.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
-def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32", batch_size: int = 64) -> None:
+def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32", batch_size: int = 64,
+                nmt_precision: str | None = None) -> None:
     """Both tools in one process, translating bench.en in turns (order alternating by round),
     so the machine's fast and slow spells hit both alike; prints each turn's sentences/s and
     the ratio of the totals. nmt runs as ``nmt translate`` would (its CPU settings, two
     decoding workers, ``batch_size`` sentences a batch: 64 is ``nmt translate``'s default,
-    128 OpenNMT-py's here); OpenNMT-py as in ``translate``."""
+    128 OpenNMT-py's here) at ``nmt_precision`` (default: ``precision``; bf16 where the CPU
+    has it, which OpenNMT-py 3.5.1 cannot use on CPU); OpenNMT-py as in ``translate``."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     import torch
 
@@ -249,11 +251,13 @@ def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32", bat
     configure_cpu(0)
     bench = (work / "bench.en").read_text().splitlines()
     device = torch.device("cpu")
-    model, tokenizer = load_for_decoding(run, precision, device)
-    results = {"run": str(run), "onmt_checkpoint": _latest_checkpoint(work).name, "precision": precision}
+    nmt_precision = nmt_precision or precision
+    model, tokenizer, nmt_precision = load_for_decoding(run, nmt_precision, device)
+    results = {"run": str(run), "onmt_checkpoint": _latest_checkpoint(work).name, "precision": precision,
+               "nmt_precision": nmt_precision}
     for name, beam in (("greedy", 1), ("beam 5", 5)):
         # Length penalty 0 in both: OpenNMT-py's default, so both search for the same 1-best.
-        translator = Translator(model, tokenizer, device, beam=beam, length_penalty=0.0)
+        translator = Translator(model, tokenizer, device, beam=beam, length_penalty=0.0, precision=nmt_precision)
         tools = {"nmt": lambda lines: translator.translate(lines, batch_size),
                  "opennmt-py": _engine(work, beam, precision).infer_list}
         seconds = {tool: [] for tool in tools}
@@ -267,7 +271,7 @@ def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32", bat
         ratio = sum(seconds["opennmt-py"]) / sum(seconds["nmt"])
         results[name] = {"sentences_per_s": rates, "nmt_over_opennmt": round(ratio, 2)}
         print(json.dumps({name: results[name]}), flush=True)
-    (work / f"interleaved-{precision}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (work / f"interleaved-{precision}-nmt-{nmt_precision}.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
 def main() -> None:
@@ -289,6 +293,7 @@ def main() -> None:
     a.add_argument("--rounds", type=int, default=4)
     a.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
     a.add_argument("--nmt-batch", type=int, default=64, help="nmt's batch (OpenNMT-py decodes 128)")
+    a.add_argument("--nmt-precision", choices=("fp32", "bf16", "int8"), help="nmt's (default: --precision)")
     a = sub.add_parser("train")
     a.add_argument("work", type=Path)
     a.add_argument("--minutes", type=float, default=20.0)
@@ -300,7 +305,7 @@ def main() -> None:
     elif args.cmd == "train":
         train(args.work, args.minutes)
     elif args.cmd == "interleaved":
-        interleaved(args.work, args.run, args.rounds, args.precision, args.nmt_batch)
+        interleaved(args.work, args.run, args.rounds, args.precision, args.nmt_batch, args.nmt_precision)
     else:
         translate(args.work, args.precision)
 

@@ -67,6 +67,7 @@ class ModelConfig:
 
 
 DEFAULT_EPOCHS = 10
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # what each means: nmt/runtime/precision.py
 
 # Where a transformer's defaults differ from the GRU's; chosen by measurement (docs/choices.md).
 ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -81,8 +82,9 @@ class TrainConfig:
     epochs: int | None = None  # None: DEFAULT_EPOCHS, unless max_steps or max_minutes is given
     max_steps: int | None = None
     max_minutes: float | None = None
-    batch_size: int = 128  # sentences per batch, unless batch_tokens is set
-    batch_tokens: int | None = None  # target pieces per batch
+    batch_size: int = 128  # sentences per batch (of all processes together), unless batch_tokens is set
+    batch_tokens: int | None = None  # target pieces per batch (ditto)
+    accum: int = 1  # batches whose gradients add up to one optimiser step
     lr: float = 2e-3
     lr_decay: float = 0.5  # multiply lr by this when validation loss stops improving
     clip: float = 1.0
@@ -96,6 +98,7 @@ class TrainConfig:
     kernels: str = "fast"  # or "reference": plain PyTorch, no hand-written paths (nmt/models/kernels.py)
     schedule: str = "plateau"  # lr decays by lr_decay on a stalled validation loss; or "noam" (nmt/training/schedule.py)
     warmup_steps: int = 4000  # noam: steps of linear warm-up to lr, then inverse-square-root decay
+    precision: str = "auto"  # fp32, bf16 or fp16 autocast; auto: bf16 where native (nmt/runtime/precision.py)
 
     @property
     def epoch_limit(self) -> float:
@@ -173,6 +176,7 @@ class RunConfig:
         _check(t.max_minutes is None or t.max_minutes > 0,
                f"max_minutes must be > 0, got {t.max_minutes}")
         _check(t.batch_size >= 1, f"batch_size must be >= 1, got {t.batch_size}")
+        _check(t.accum >= 1, f"accum must be >= 1, got {t.accum}")
         _check(t.batch_tokens is None or t.batch_tokens >= 1,
                f"batch_tokens must be >= 1, got {t.batch_tokens}")
         _check(t.lr > 0, f"lr must be > 0, got {t.lr}")
@@ -186,6 +190,7 @@ class RunConfig:
         _check(t.kernels in ("fast", "reference"), f"kernels must be fast or reference, got {t.kernels!r}")
         _check(t.schedule in ("plateau", "noam"), f"schedule must be plateau or noam, got {t.schedule!r}")
         _check(t.warmup_steps >= 1, f"warmup_steps must be >= 1, got {t.warmup_steps}")
+        _check(t.precision in PRECISIONS, f"precision must be {', '.join(PRECISIONS)}, got {t.precision!r}")
 
 
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}

@@ -73,7 +73,7 @@ def test_translate_uses_newest_run_without_checkpoint(memorised_run, tmp_path):
     (["train", "--device", "cuda:7", "--run-dir", "{tmp}/r"], "--device cuda:7"),
     (["train", "--dropout", "2", "--run-dir", "{tmp}/r"], "dropout must be in"),
     (["translate", "--checkpoint", "{tmp}/none", "hello"], "not a run directory"),
-    (["translate", "--precision", "int16", "hello"], "--precision int16: use fp32 or int8"),
+    (["translate", "--precision", "int16", "hello"], "--precision int16: use auto, fp32, bf16, fp16, int8"),
 ])
 def test_user_errors_are_one_clear_line(tmp_path, args, message):
     result = nmt(*[a.format(tmp=tmp_path) for a in args])

@@ -1,5 +1,7 @@
-"""CUDA code paths: device placement, float16 autocast with loss scaling, pinned copies.
+"""CUDA code paths: device placement, bfloat16 and float16 autocast (with loss scaling), pinned copies.
 Skipped without CUDA; benchmarks/gpu_check.sh runs them on a GPU machine."""
+import json
+
 import pytest
 import torch
 from conftest import tiny_model
@@ -29,9 +31,10 @@ def test_cuda_decoding_matches_cpu(tokenizer):
 
 
 @cuda
-def test_cuda_matmul_peak_is_measured_in_float16_as_training_runs():
-    flops, dtype = matmul_peak_flops(torch.device("cuda"), size=1024)
+def test_cuda_matmul_peak_is_measured_in_training_precision():
+    flops, dtype = matmul_peak_flops(torch.device("cuda"), "fp16", size=1024)
     assert flops > 1e9 and dtype == "float16"
+    assert matmul_peak_flops(torch.device("cuda"), "bf16", size=1024)[1] == "bfloat16"
 
 
 @cuda
@@ -46,9 +49,21 @@ def test_cuda_search_returns_cpu_attention():
 @cuda
 def test_training_on_cuda_with_amp_and_resume(tmp_path, corpus_file):
     from nmt.training.runs import resume_run, train_new_run
-    state = train_new_run(_config(corpus_file, device="cuda", max_steps=6), tmp_path / "run")
+    state = train_new_run(_config(corpus_file, device="cuda", max_steps=6, precision="fp16"), tmp_path / "run")
     assert state.step == 6 and state.scaler  # the loss scaler's state is saved for resuming
     assert resume_run(tmp_path / "run", {"max_steps": 9}).step == 9
+
+
+@cuda
+def test_auto_precision_on_cuda_is_bf16_where_the_gpu_has_it(tmp_path, corpus_file):
+    from nmt.runtime.precision import resolve
+    from nmt.training.runs import train_new_run
+    auto = resolve("auto", torch.device("cuda"))
+    assert auto == ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
+    state = train_new_run(_config(corpus_file, device="cuda", max_steps=4, precision="auto"), tmp_path / "run")
+    assert state.step == 4 and bool(state.scaler) == (auto == "fp16")
+    summary = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert summary["precision"] == auto
 
 
 def _transformer(seed: int = 0):

@@ -74,13 +74,16 @@ def test_int8_walks_module_types_and_refuses_a_model_with_nothing_to_quantize(at
 
 
 def test_decoding_device_int8_is_cpu_only(monkeypatch):
-    assert decoding_device("int8", "auto").type == "cpu"
-    assert decoding_device("fp32", "cpu").type == "cpu"
-    with pytest.raises(NmtError, match="^precision int16: use fp32 or int8"):
+    assert decoding_device("int8", "auto") == torch.device("cpu")
+    assert decoding_device("fp32", "cpu") == torch.device("cpu")
+    with pytest.raises(NmtError, match="^precision int16: use auto, fp32, bf16, fp16, int8"):
         decoding_device("int16", "cpu")
+    with pytest.raises(NmtError, match="^precision fp16: float16 autocast runs on CUDA only"):
+        decoding_device("fp16", "cpu")
     import nmt.runtime.devices
     monkeypatch.setattr(nmt.runtime.devices, "pick_device", lambda spec: torch.device("cuda"))
-    with pytest.raises(NmtError, match=r"^precision int8: runs on CPU only, not device cuda; use device cpu or precision fp32"):
+    with pytest.raises(NmtError, match=r"^precision int8: runs on CPU only, not device cuda; use device cpu "
+                                       r"or precision auto"):
         decoding_device("int8", "cuda")
 
 

@@ -10,7 +10,8 @@ from nmt.training.runs import train_new_run
 def _config(corpus, **extra):
     options = {"corpus": str(corpus), "embed_size": 8, "hidden_size": 12, "layers": 1,
                "vocab_size": 60, "batch_size": 16, "max_steps": 12, "valid_every": 6,
-               "valid_bleu_size": 20, "valid_size": 10, "test_size": 10, "device": "cpu"}
+               "valid_bleu_size": 20, "valid_size": 10, "test_size": 10, "device": "cpu",
+               "precision": "fp32"}
     return build_config({}, {**options, **extra})
 
 

@@ -2,20 +2,22 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Iterator, Optional
 
 import typer
 from rich.logging import RichHandler
 
 from nmt import __version__
+from nmt.cli import tool_commands
 from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, KernelsOpt, Opt, PenaltyOpt,
-                             PrecisionOpt, at_least, check_penalty, err, user_errors, with_default)
-from nmt.cli.streams import (argument_texts, checked_output, input_lines, is_stdout, print_out,
-                             refuse_same_file, run_inputs, write_output)
+                             PrecisionOpt, at_least, err, load_translator, user_errors, with_default)
+from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
 from nmt.config import build_config, load_config_file
 from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
+from nmt.training.launch import environment_rank, launch, without_flag
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
                   help="nmt: train, run and inspect GRU + Bahdanau-attention translation models.")
@@ -35,6 +37,8 @@ def _main(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")] = False,
 ) -> None:
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    if environment_rank():  # a worker of several: rank 0 alone reports progress
+        level = max(level, logging.WARNING)
     logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]", force=True,
                         handlers=[RichHandler(console=err, show_path=False)])
 
@@ -128,6 +132,12 @@ def train(
     threads: Annotated[Optional[int], Opt(help=with_default("threads", "CPU threads (0: one per core)."))] = None,
     kernels: Annotated[Optional[str], Opt(help=with_default("kernels", "fast, or reference: plain PyTorch "
                                                   "without the hand-written CPU paths."))] = None,
+    precision: Annotated[Optional[str], Opt(help=with_default("precision", "fp32, bf16 or fp16 (CUDA) autocast; "
+                                                    "auto: bf16 where the device computes it natively."))] = None,
+    accum: Annotated[Optional[int], Opt(help=with_default("accum", "Batches whose gradients add up to one step."),
+                                        rich_help_panel="Optimisation")] = None,
+    nproc: Annotated[int, Opt(help="Train on N processes of this machine (torchrun --standalone "
+                              "--nproc-per-node N); --batch-size is the batch of all of them.")] = 1,
     run_dir: Annotated[Optional[Path], Opt(help="Run directory. \\[default: checkpoints/<timestamp>]")] = None,
     resume: Annotated[Optional[Path], Opt(help="Continue this run from its last checkpoint; only "
                                           "--epochs/--max-steps/--max-minutes may change.")] = None,
@@ -139,11 +149,17 @@ def train(
     with _ for -); the resolved configuration is saved as config.yaml in the run directory.
     """
     flags = {k: v for k, v in locals().items()
-             if v is not None and k not in ("config", "run_dir", "strict", "resume")}
+             if v is not None and k not in ("config", "run_dir", "strict", "resume", "nproc")}
+    from nmt.training import distributed
     from nmt.training.runs import new_run_dir, resume_run, train_new_run
 
     flags = {k: str(v) if isinstance(v, Path) else v for k, v in flags.items()}
     with user_errors():
+        at_least("--nproc", nproc)
+        if nproc > 1 and not distributed.launched():
+            if resume is None:  # a bad flag fails here, once, not in every process
+                build_config(load_config_file(config) if config else {}, flags)
+            raise typer.Exit(launch(nproc, without_flag(sys.argv[1:], "--nproc")))
         if resume is not None:
             given = {"config": config, "run_dir": run_dir}
             run = resume
@@ -153,6 +169,8 @@ def train(
             run = run_dir or new_run_dir()
             state = train_new_run(cfg, run, strict)
         best = f"{state.best_bleu:.2f}" if state.best_bleu >= 0 else "none yet (stopped before validating)"
+        if environment_rank():
+            return  # rank 0 reports
         err.print(f"run saved in [bold]{run}[/]: {state.step} steps, best validation BLEU {best}",
                   highlight=False)
 
@@ -161,24 +179,6 @@ def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:
     """Large inputs are decoded chunk by chunk so memory stays bounded."""
     for start in range(0, len(lines), size):
         yield lines[start:start + size]
-
-
-def _load_translator(checkpoint: Path | None, device: str, beam: int = 1,
-                     length_penalty: float = 0.0, precision: str = "fp32", kernels: str = "fast") -> Any:
-    from nmt.inference.loading import latest_run
-    from nmt.inference.quantize import decoding_device, load_for_decoding
-    from nmt.inference.translate import Translator
-    from nmt.models.kernels import use_kernels
-    from nmt.runtime.devices import configure_cpu
-
-    at_least("--beam", beam)
-    check_penalty(length_penalty)
-    configure_cpu(0)
-    dev = decoding_device(precision, device)  # a bad flag fails before looking for a run
-    run = checkpoint or latest_run()
-    model, tokenizer = load_for_decoding(run, precision, dev)
-    logging.getLogger(__name__).debug("decoding with %s on %s", run, dev)
-    return Translator(use_kernels(model, kernels), tokenizer, dev, beam=beam, length_penalty=length_penalty)
 
 
 @app.command(epilog='Example: nmt translate "Tom chases Jerry."   or   '
@@ -196,7 +196,7 @@ def translate(
     json_out: Annotated[bool, Opt("--json", help="One JSON object per input line.")] = False,
     batch_size: BatchOpt = 64,
     device: DeviceOpt = "auto",
-    precision: PrecisionOpt = "fp32",
+    precision: PrecisionOpt = "auto",
     kernels: KernelsOpt = "fast",
 ) -> None:
     """Translate sentences with a trained run: one output line per input line, in order."""
@@ -210,7 +210,7 @@ def translate(
             raise NmtError(f"--nbest must be between 1 and --beam ({beam}), got {nbest}")
         refuse_same_file(output, "--output", [("--input", input)])
         lines = argument_texts(text) if text else input_lines(input)
-        translator = _load_translator(checkpoint, device, beam, length_penalty, precision, kernels)
+        translator = load_translator(checkpoint, device, beam, length_penalty, precision, kernels)
         write_output((line for chunk in _chunks(lines)
                        for line in translation_lines(translator, chunk, nbest, json_out, batch_size)), output)
 
@@ -233,7 +233,7 @@ def eval_(
     json_out: Annotated[bool, Opt("--json", help="Print one JSON object instead of a table.")] = False,
     batch_size: BatchOpt = 64,
     device: DeviceOpt = "auto",
-    precision: PrecisionOpt = "fp32",
+    precision: PrecisionOpt = "auto",
     kernels: KernelsOpt = "fast",
 ) -> None:
     """Score a run with sacrebleu (detokenised output against raw references)."""
@@ -253,144 +253,17 @@ def eval_(
                                                     *run_inputs(run)])
         test = file_test_set(src, ref) if src is not None else run_test_set(run, all_refs)
         metrics = [m for m, on in (("bleu", bleu), ("chrf", chrf), ("ter", ter)) if on] or ["bleu"]
-        translator = _load_translator(run, device, beam, length_penalty, precision, kernels)
+        translator = load_translator(run, device, beam, length_penalty, precision, kernels)
         hyps, scores = evaluate(translator, test, metrics, batch_size)
         if hyp_out is not None:
             write_output(hyps, hyp_out, "--hyp-out")
         info = {"run": str(run), "test_set": test.name, "sentences": len(test.sources),
-                "references": len(test.refs), "beam": beam, "precision": precision,
+                "references": len(test.refs), "beam": beam, "precision": translator.precision,
                 "length_penalty": length_penalty if beam > 1 else None}
         print_out(score_json(info, scores) if json_out else score_table(info, scores))
 
 
-@app.command(name="attn-plot", epilog='Example: nmt attn-plot "Tom chases Jerry." -o attn.png --show')
-def attn_plot(
-    text: Annotated[list[str], typer.Argument(help="Sentences; each gets a panel.", show_default=False)],
-    checkpoint: CheckpointOpt = None,
-    output: Annotated[Path, Opt("--output", "-o", help="Figure file: .png, .svg or .pdf.")] = Path("attn.png"),
-    show: Annotated[bool, Opt("--show", help="Also draw the weights in the terminal.")] = False,
-    kind: Annotated[str, Opt(help="cross (encoder-decoder), or a transformer's encoder or decoder "
-                             "self-attention.")] = "cross",
-    layer: Annotated[Optional[int], Opt(help="Layer, from 1. \\[default: the last]")] = None,
-    head: Annotated[str, Opt(help="Head, from 1; mean of the layer's heads; or all: a panel each.")] = "mean",
-    beam: BeamOpt = 1,
-    length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
-    device: DeviceOpt = "auto",
-) -> None:
-    """Draw the attention weights of each decoded translation as a heatmap."""
-    from nmt.cli.display import attention_table
-    from nmt.report.plotting import GRID_COLUMNS, check_panels, figure_format, plot_attention
-    from nmt.tools.inspect import AttentionView, attention_panels
-
-    with user_errors():
-        figure_format(output)
-        check_panels(len(text))
-        view = AttentionView.from_flags(kind, layer, head)
-        translator = _load_translator(checkpoint, device, beam, length_penalty)
-        lines = argument_texts(text)
-        panels = attention_panels(translator, lines, view)
-        per_sentence = len(panels) // len(lines)
-        check_panels(len(lines), per_sentence)
-        plot_attention(panels, output, per_sentence if head == "all" else GRID_COLUMNS)
-        if show:
-            for panel in panels:
-                print_out(attention_table(panel))
-        err.print(f"wrote {output}", highlight=False)
-
-
-@app.command(epilog="Example: nmt info --checkpoint checkpoints/20261130-074100")
-def info(
-    checkpoint: CheckpointOpt = None,
-    json_out: Annotated[bool, Opt("--json", help="Print one JSON object instead of a table.")] = False,
-) -> None:
-    """Print a run's model card: architecture, sizes, data, training and library versions."""
-    import json
-
-    from nmt.cli.display import key_value_table
-    from nmt.inference.loading import latest_run
-    from nmt.tools.inspect import model_card
-
-    with user_errors():
-        card = model_card(checkpoint or latest_run())
-        print_out(json.dumps(card, indent=2) if json_out else
-               key_value_table(f"nmt run {card['run']}", [(k, v) for k, v in card.items() if k != "run"]))
-
-
-@app.command(epilog="Example: nmt bench --pairs 20000 --steps 30 --beam 5 --json-out bench.json")
-def bench(
-    corpus: Annotated[Optional[Path], Opt(help="Corpus for the training phase. \\[default: data/fra-eng/fra.txt]")] = None,
-    pairs: Annotated[Optional[int], Opt(help="Random corpus pairs to train on. "
-                                        "\\[default: all of them]")] = None,
-    steps: Annotated[int, Opt(help="Timed training steps.")] = 30,
-    warmup: Annotated[int, Opt(help="Untimed training steps first.")] = 5,
-    embed_size: Annotated[Optional[int], Opt(help=with_default("embed_size", "Embedding size."))] = None,
-    hidden_size: Annotated[Optional[int], Opt(help=with_default("hidden_size", "Hidden size."))] = None,
-    layers: Annotated[Optional[int], Opt(help=with_default("layers", "Layers in encoder and decoder."))] = None,
-    arch: Annotated[Optional[str], Opt(help=with_default("arch", "gru or transformer."))] = None,
-    heads: Annotated[Optional[int], Opt(help=with_default("heads", "Transformer: attention heads."))] = None,
-    ff_size: Annotated[Optional[int], Opt(help=with_default("ff_size", "Transformer: feed-forward size."))] = None,
-    vocab_size: Annotated[Optional[int], Opt(help=with_default("vocab_size", "Joint SentencePiece vocabulary size."))] = None,
-    batch_size: Annotated[Optional[int], Opt(help=with_default("batch_size", "Training sentences per batch."))] = None,
-    checkpoint: Annotated[Optional[Path], Opt(help="Trained run for the translation phases. "
-                                              "\\[default: newest in checkpoints/, skipped if none]")] = None,
-    sentences: Annotated[int, Opt(help="Test sources translated per phase.")] = 2000,
-    beam: BeamOpt = 5,
-    length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
-    translate_batch: Annotated[int, Opt(help="Sentences decoded together.")] = 128,
-    device: DeviceOpt = "auto",
-    threads: Annotated[int, Opt(help="CPU threads (0: one per core).")] = 0,
-    precision: Annotated[str, Opt(help="fp32 or int8 for the translation phases (int8: CPU only); "
-                                  "training is always fp32.")] = "fp32",
-    kernels: Annotated[str, Opt(help="fast, or reference: plain PyTorch, to measure what the "
-                                "hand-written CPU paths buy.")] = "fast",
-    json_out: Annotated[Optional[Path], Opt(help="Write the figures as JSON to this file ('-': stdout). "
-                                            "\\[default: bench.json, unless --json]")] = None,
-    json_stdout: Annotated[bool, Opt("--json", help="Print the figures as JSON instead of a table.")] = False,
-    config: Annotated[Optional[Path], Opt(help="YAML file of nmt train's options (the model and batch "
-                                          "to measure); flags win.")] = None,
-) -> None:
-    """Measure training and translation throughput and peak memory on this machine, and how
-    close training runs to the device's matmul peak."""
-    import dataclasses
-    import json
-
-    from nmt.cli.output import bench_table
-    from nmt.config import read_run_config
-    from nmt.inference.loading import weights_file
-    from nmt.inference.quantize import decoding_device
-    from nmt.tools.bench import run_bench, translation_run
-
-    with user_errors():
-        for flag, value, minimum in (("--pairs", pairs, 2), ("--steps", steps, 1), ("--warmup", warmup, 0),
-                                     ("--sentences", sentences, 1), ("--beam", beam, 1),
-                                     ("--translate-batch", translate_batch, 1)):
-            if value is not None:
-                at_least(flag, value, minimum)
-        check_penalty(length_penalty)
-        sizes = {"embed_size": embed_size, "hidden_size": hidden_size, "layers": layers, "arch": arch,
-                 "heads": heads, "ff_size": ff_size, "vocab_size": vocab_size,
-                 "batch_size": batch_size}  # unset: nmt train's defaults
-        cfg = build_config(load_config_file(config) if config else {},
-                           {k: v for k, v in sizes.items() if v is not None} |
-                           ({"corpus": str(corpus)} if corpus else {}) |
-                           {"device": device, "threads": threads, "kernels": kernels})
-        decode_on = decoding_device(precision, device)  # a bad flag fails now, not after training
-        json_file = checked_output(json_out if json_out is not None else None if json_stdout
-                                   else Path("bench.json"), "--json-out")  # before measuring
-        run = translation_run(checkpoint)
-        if run is None:
-            err.print("no trained run in checkpoints/: skipping the translation phases")
-        else:  # a broken run fails now, not after the training phase
-            read_run_config(run / "config.yaml")
-            weights_file(run)
-        result = run_bench(cfg, pairs, steps, warmup, run, sentences, beam, translate_batch, precision,
-                           decode_on, length_penalty)
-        record = dataclasses.asdict(result) | {"translation_run": str(run) if run else None}
-        text = json.dumps(record, indent=2)
-        if json_file is not None:
-            write_output([text], json_file, "--json-out")
-        json_stdout = json_stdout or (json_out is not None and is_stdout(json_out))
-        print_out(text if json_stdout else bench_table(record))
+tool_commands.register(app)
 
 
 def main() -> None:

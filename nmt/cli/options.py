@@ -1,11 +1,13 @@
 """What every ``nmt`` command shares: a user's mistake as one line on stderr, flag checks,
-help texts that show the config's defaults, and the decoding options' types."""
+help texts that show the config's defaults, the decoding options' types, and loading a
+translator from them."""
 from __future__ import annotations
 
+import logging
 import math
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Iterator, Optional
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -59,7 +61,28 @@ DeviceOpt = Annotated[str, Opt(help="auto, cpu, cuda, cuda:N or mps.")]
 BatchOpt = Annotated[int, Opt(help="Sentences decoded together.")]
 BeamOpt = Annotated[int, Opt(help="Beam size; 1 is greedy search.")]
 PenaltyOpt = Annotated[float, Opt(help="GNMT length-penalty alpha for beam search (0: none).")]
-PrecisionOpt = Annotated[str, Opt(help="fp32, or int8: int8 weights for the GRUs and linear layers "
-                                  "(CPU only; faster, BLEU within 0.3 in the README).")]
+PrecisionOpt = Annotated[str, Opt(help="auto, fp32, bf16, fp16 (CUDA only) or int8: int8 weights for the "
+                                  "GRUs and linear layers (CPU only). auto: as nmt train's.")]
 KernelsOpt = Annotated[str, Opt(help="fast, or reference: plain PyTorch search without the certified "
                                 "int8 argmax and block-wise top-k (the same output).")]
+
+
+def load_translator(checkpoint: Path | None, device: str, beam: int = 1, length_penalty: float = 0.0,
+                    precision: str = "auto", kernels: str = "fast") -> Any:
+    """A :class:`nmt.inference.translate.Translator` of ``checkpoint`` (default: the newest run)
+    from the decoding flags, each checked before the run is looked for."""
+    from nmt.inference.loading import latest_run
+    from nmt.inference.quantize import decoding_device, load_for_decoding
+    from nmt.inference.translate import Translator
+    from nmt.models.kernels import use_kernels
+    from nmt.runtime.devices import configure_cpu
+
+    at_least("--beam", beam)
+    check_penalty(length_penalty)
+    configure_cpu(0)
+    dev = decoding_device(precision, device)
+    run = checkpoint or latest_run()
+    model, tokenizer, resolved = load_for_decoding(run, precision, dev)
+    logging.getLogger(__name__).debug("decoding with %s on %s at %s", run, dev, resolved)
+    return Translator(use_kernels(model, kernels), tokenizer, dev, beam=beam, length_penalty=length_penalty,
+                      precision=resolved)

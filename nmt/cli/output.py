@@ -72,7 +72,8 @@ def bench_table(record: dict) -> Table:
     for column in ("phase", "sentences/s", "pieces/s", "padding", "peak RSS MB", "seconds"):
         table.add_column(column, justify="left" if column == "phase" else "right")
     t = record["train"]
-    table.add_row(f"train ({t['parameters']:,} params, {t['output_pieces']:,} outputs, {t['steps']} steps)",
+    trained_at = f"{s['precision']}, " if "precision" in s else ""
+    table.add_row(f"train ({trained_at}{t['parameters']:,} params, {t['output_pieces']:,} outputs, {t['steps']} steps)",
                   f"{t['sentences_per_s']:,}",
                   f"{t['pieces_per_s']:,} (target {t['target_pieces_per_s']:,})",
                   f"{t['padding_fraction']:.1%}", f"{t['peak_rss_mb']:,}", f"{t['seconds']}")

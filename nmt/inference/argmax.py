@@ -94,8 +94,12 @@ class LinearArgmax:
                 and "fbgemm" in torch.backends.quantized.supported_engines)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """:param x: shape (rows, in_features), float32
+        """:param x: shape (rows, in_features); float32 or, from a model under autocast, bf16/fp16
         :return: indices of the largest outputs, shape (rows,)"""
+        with torch.autocast(x.device.type, enabled=False):  # the bound holds for float32 products
+            return self._pick(x.float())
+
+    def _pick(self, x: torch.Tensor) -> torch.Tensor:
         share, after = self.GIVE_UP
         if self.rows >= after and self.unsure > share * self.rows:
             return self._float32(x)

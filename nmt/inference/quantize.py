@@ -20,8 +20,10 @@ import torch
 from nmt.errors import NmtError, SettingError
 from nmt.inference.loading import load_run
 from nmt.models.interface import TranslationModel
+from nmt.runtime.precision import PRECISIONS as FLOAT_PRECISIONS
+from nmt.runtime.precision import resolve
 
-PRECISIONS = ("fp32", "int8")
+PRECISIONS = (*FLOAT_PRECISIONS, "int8")
 _QUANTIZABLE = (torch.nn.GRU, torch.nn.Linear)
 
 
@@ -52,25 +54,31 @@ def quantize_int8(model: TranslationModel) -> TranslationModel:
 
 
 def decoding_device(precision: str, spec: str) -> torch.device:
-    """The device to decode on at ``precision``, given the device setting ``spec``; int8 runs
-    on CPU only, so there ``auto`` means CPU."""
+    """The device to decode on at ``precision`` (one of :data:`PRECISIONS`), given the device
+    setting ``spec``: int8 runs on CPU only, so there ``auto`` means CPU. A precision the
+    device cannot run fails here, before a run is loaded."""
     from nmt.runtime.devices import pick_device
 
     if precision not in PRECISIONS:
-        raise SettingError("precision", precision, f"use {' or '.join(PRECISIONS)}")
-    if precision == "fp32":
-        return pick_device(spec)
+        raise SettingError("precision", precision, f"use {', '.join(PRECISIONS)}")
+    if precision != "int8":
+        device = pick_device(spec)
+        resolve(precision, device)
+        return device
     device = pick_device("cpu" if spec == "auto" else spec)
     if device.type != "cpu":
         raise SettingError("precision", "int8", f"runs on CPU only, not {{device}} {spec}; "
-                           "use {device} cpu or {precision} fp32", ("device", "precision"))
+                           "use {device} cpu or {precision} auto", ("device", "precision"))
     return device
 
 
-def load_for_decoding(run: Path, precision: str, device: torch.device) -> tuple[TranslationModel, Any]:
-    """A run's model at ``precision`` on ``device`` (from :func:`decoding_device`).
+def load_for_decoding(run: Path, precision: str, device: torch.device) -> tuple[TranslationModel, Any, str]:
+    """A run's model for decoding at ``precision`` on ``device`` (from :func:`decoding_device`):
+    int8 weights for int8, the float32 weights otherwise (autocast does the rest).
 
-    :return: (model in eval mode, Tokenizer)
+    :return: (model in eval mode, Tokenizer, the precision resolved: fp32, bf16, fp16 or int8)
     """
-    _, model, tokenizer = load_run(run, device)
-    return (quantize_int8(model) if precision == "int8" else model), tokenizer
+    config, model, tokenizer = load_run(run, device)
+    if precision == "int8":
+        return quantize_int8(model), tokenizer, precision
+    return model, tokenizer, resolve(precision, device, config.model.arch)

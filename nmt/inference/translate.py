@@ -14,7 +14,7 @@ from nmt.errors import NmtError
 from nmt.inference.argmax import LinearArgmax
 from nmt.inference.search import Hypothesis, beam_search, greedy_search, max_output_lengths
 from nmt.models.interface import TranslationModel
-from nmt.runtime.devices import autocast
+from nmt.runtime.precision import autocast
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +32,15 @@ class Translator:
     Greedy search on CPU picks pieces with :class:`nmt.inference.argmax.LinearArgmax` when it need not
     score them: the same pieces as the float32 generator's (not with the model's ``kernels``
     ``reference``, see :mod:`nmt.models.kernels`).
+    ``precision`` is what the model decodes at: fp32; bf16 or fp16, the autocast the search
+    runs under (:mod:`nmt.runtime.precision`); or int8, a model from :func:`nmt.inference.quantize.quantize_int8`.
     """
 
     def __init__(self, model: TranslationModel, tokenizer: Tokenizer, device: torch.device,
                  beam: int = 1, length_penalty: float = 0.0, max_src_pieces: int = 256,
-                 len_ratio: float = 2.0, len_extra: int = 10, workers: int = 0) -> None:
-        self.model, self.tokenizer, self.device = model, tokenizer, device
+                 len_ratio: float = 2.0, len_extra: int = 10, workers: int = 0,
+                 precision: str = "fp32") -> None:
+        self.model, self.tokenizer, self.device, self.precision = model, tokenizer, device, precision
         outputs = model.output_layer.out_features
         if beam > 1 and 2 * beam > outputs:  # each step ranks 2 * beam of the first step's outputs
             raise NmtError(f"beam size {beam} is too large for this model: it outputs {outputs} "
@@ -114,7 +117,7 @@ class Translator:
         batch = make_batch(src_ids).to(self.device)
         budget = max_output_lengths(batch.src_len, self.len_ratio, self.len_extra,
                                     cap=int(self.len_ratio * self.max_src_pieces) + self.len_extra)
-        with autocast(self.device):
+        with autocast(self.device, self.precision):
             if self.beam == 1:
                 return [[h] for h in greedy_search(self.model, batch.src, batch.src_len, budget,
                                                    with_scores, with_attention, argmax)]

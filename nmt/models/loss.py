@@ -7,6 +7,7 @@ is most of a training step's memory traffic (see ``nmt bench``).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
@@ -60,6 +61,9 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
             total = exp.sum(dim=0)  # (n,)
             loss = loss + (top.squeeze(0) + total.log()).sum()
         if any(ctx.needs_input_grad[:3]):
+            # Under autocast the backward's two (vocab, n) products run in its type, as
+            # autocast's own linear backward does; stored in it, the matrix takes half the memory.
+            exp = exp.to(_matmul_dtype(x))
             ctx.save_for_backward(x, weight, exp, total, gold, bias_factor)
             ctx.eps = eps
         return loss
@@ -67,8 +71,8 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_loss: torch.Tensor):
         x, weight, exp, total, gold, bias_factor = ctx.saved_tensors
-        eps, vocab, dtype = ctx.eps, exp.size(0), x.dtype
-        exp, weight = exp.to(dtype), weight.to(dtype)
+        eps, vocab, dtype, mm = ctx.eps, exp.size(0), x.dtype, exp.dtype
+        weight = weight.to(dtype)
         grad_loss = grad_loss.to(dtype)
         # (n,): softmax = exp * bias_factor / total, with the upstream gradient folded in
         scale = total.reciprocal().to(dtype).mul_(grad_loss)
@@ -76,9 +80,10 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
         if bias_factor is not None:
             bias_factor = bias_factor.to(dtype).unsqueeze(1)  # (vocab, 1)
         scaled_weight = weight if bias_factor is None else weight * bias_factor
-        grad_x = (exp.t() @ scaled_weight).mul_(scale.unsqueeze(1)).add_(weight[gold] * gold_weight)
-        grad_w = exp @ (x * scale.unsqueeze(1))  # (vocab, hidden)
-        grad_b = exp @ scale  # (vocab,)
+        grad_x = (exp.t() @ scaled_weight.to(mm)).to(dtype)
+        grad_x.mul_(scale.unsqueeze(1)).add_(weight[gold] * gold_weight)
+        grad_w = (exp @ (x * scale.unsqueeze(1)).to(mm)).to(dtype)  # (vocab, hidden)
+        grad_b = (exp @ scale.to(mm)).to(dtype)  # (vocab,)
         if bias_factor is not None:
             grad_w.mul_(bias_factor)
             grad_b.mul_(bias_factor.squeeze(1))
@@ -89,6 +94,13 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
             grad_w.sub_(x.sum(0) * grad_loss, alpha=eps / vocab)
             grad_b.sub_(eps / vocab * x.size(0) * grad_loss)
         return grad_x, grad_w, grad_b, None, None
+
+
+def _matmul_dtype(x: torch.Tensor) -> torch.dtype:
+    """The type autocast runs matmuls in where it is on, else ``x``'s."""
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.get_autocast_dtype(x.device.type)
+    return x.dtype
 
 
 def _exp_is_safe(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> bool:
@@ -126,7 +138,9 @@ def masked_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: t
                                       label_smoothing)
 
 
-def batch_loss(model: TranslationModel, batch: Batch, label_smoothing: float = 0.0) -> torch.Tensor:
-    """A teacher-forced pass over ``batch`` (on the model's device): summed token cross-entropy."""
-    outputs, _ = model(batch.src, batch.src_len, batch.tgt_in)
+def batch_loss(model: TranslationModel, batch: Batch, label_smoothing: float = 0.0,
+               forward: Callable | None = None) -> torch.Tensor:
+    """A teacher-forced pass over ``batch`` (on the model's device): summed token cross-entropy.
+    ``forward`` runs the pass in the model's place (a DistributedDataParallel replica of it)."""
+    outputs, _ = (forward or model)(batch.src, batch.src_len, batch.tgt_in)
     return model.loss(outputs, batch.tgt_out, batch.tgt_mask, label_smoothing)

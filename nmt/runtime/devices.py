@@ -1,7 +1,6 @@
 """Choosing the device; CPU threads and allocator settings."""
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import gc
 import os
@@ -55,8 +54,9 @@ def synchronize(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
-def configure_cpu(threads: int) -> None:
-    """Use ``threads`` intra-op threads (one per available core when 0) and keep freed memory.
+def configure_cpu(threads: int, processes: int = 1) -> None:
+    """Use ``threads`` intra-op threads (when 0: the available cores shared by ``processes``
+    on this machine, at least one) and keep freed memory.
 
     glibc hands every large block (a (vocab, tokens) logits matrix, say) straight back to the
     OS and page-faults it in again on the next step; on this project's 2-core CPU that made
@@ -65,7 +65,8 @@ def configure_cpu(threads: int) -> None:
     tcmalloc. Training went from 283 to 309 sentences/s at the reference size (40-step profile).
     """
     if threads == 0:
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        threads = max(1, cores // processes)
     torch.set_num_threads(threads)
     _keep_freed_memory()
 
@@ -86,13 +87,3 @@ def _keep_freed_memory() -> None:
     libc = ctypes.CDLL("libc.so.6")
     libc.mallopt(m_mmap_threshold, 1 << 30)
     libc.mallopt(m_trim_threshold, (1 << 31) - 1)
-
-
-def autocast(device: torch.device) -> contextlib.AbstractContextManager:
-    """Mixed precision where it pays: float16 autocast on CUDA; a no-op elsewhere.
-
-    (On this project's CPUs bfloat16 autocast made the GRU step 15x slower, so CPUs stay float32.)
-    """
-    if device.type != "cuda":
-        return contextlib.nullcontext()
-    return torch.autocast("cuda", dtype=torch.float16)

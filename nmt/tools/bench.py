@@ -33,6 +33,7 @@ from nmt.models.build import build_model, count_parameters
 from nmt.models.build import describe as describe_model
 from nmt.models.kernels import use_kernels
 from nmt.runtime.devices import configure_cpu, describe, pick_device, synchronize
+from nmt.runtime.precision import resolve
 from nmt.tools.flops import matmul_peak_flops, training_flops
 from nmt.training.trainer import TrainCallbacks, Trainer
 
@@ -90,18 +91,16 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
         batches = trainer.batches_of_epoch(0)
         while len(batches) < warmup + steps:
             batches += trainer.batches_of_epoch(len(batches))
-        timed = []  # batches are made inside the timed loop, as nmt train makes them
         with PeakRSS() as rss:
             for k, index in enumerate(batches[:warmup + steps]):
                 if k == warmup:
                     synchronize(device)
                     start = time.perf_counter()
-                batch = make_batch([data.train_src[i] for i in index], [data.train_tgt[i] for i in index])
-                trainer.train_step(batch)
-                if k >= warmup:
-                    timed.append(batch)
+                trainer.train_step([index])  # makes the batch, as nmt train does
             synchronize(device)
             seconds = time.perf_counter() - start
+        timed = [make_batch([data.train_src[i] for i in index], [data.train_tgt[i] for i in index])
+                 for index in batches[warmup:warmup + steps]]
     # Counted after the translation phases, so that no phase's peak RSS includes the count's
     # memory; the piece ids go as tensors (holding the lists' int objects kept 70 MB alive).
     count = functools.partial(_efficiency, config, torch.tensor(data.source_pieces),
@@ -126,7 +125,7 @@ def _efficiency(config: RunConfig, source_pieces: torch.Tensor, target_pieces: t
     Weights do not change the count, so a fresh CPU model of the same size counts them."""
     model = build_model(config.model, PAD_ID, source_pieces.tolist(), target_pieces.tolist())
     flops = training_flops(model, batches, config.train.label_smoothing)
-    peak, peak_dtype = matmul_peak_flops(device)
+    peak, peak_dtype = matmul_peak_flops(device, resolve(config.train.precision, device, config.model.arch))
     return {"gflop_per_step": round(flops / len(batches) / 1e9, 3), "gflops": round(flops / seconds / 1e9, 1),
             "matmul_peak_gflops": round(peak / 1e9, 1), "matmul_peak_dtype": peak_dtype,
             "peak_fraction": round(flops / seconds / peak, 3)}
@@ -186,24 +185,28 @@ def run_bench(config: RunConfig, pairs: int | None, steps: int, warmup: int, run
               decode_on: torch.device | None = None,
               length_penalty: float = DEFAULT_LENGTH_PENALTY) -> BenchResult:
     """All phases; the translation phases only with a trained ``run``, translating
-    ``sentences`` of its test sources at ``precision`` on ``decode_on`` (default: the
-    training device; training is always fp32), beam search with GNMT ``length_penalty``.
+    ``sentences`` of its test sources at ``precision`` (a ``--precision`` setting, int8
+    included) on ``decode_on`` (default: the training device), beam search with GNMT
+    ``length_penalty``. Training runs at the config's precision.
 
     The trained model is loaded after the training phase so it does not count in that peak.
     """
     configure_cpu(config.train.threads)
     device = pick_device(config.train.device)
-    result = BenchResult(settings(device) | {"model": describe_model(config.model), "translate_precision": precision,
+    result = BenchResult(settings(device) | {"model": describe_model(config.model),
+                                             "precision": resolve(config.train.precision, device,
+                                                                  config.model.arch),
                                              "length_penalty": length_penalty,
                                              "kernels": config.train.kernels})
     result.train, efficiency = bench_training(config, pairs, steps, warmup, device)
     if run is not None:
         decode_on = decode_on or device
-        model, tokenizer = load_for_decoding(run, precision, decode_on)
+        model, tokenizer, precision = load_for_decoding(run, precision, decode_on)
+        result.settings["translate_precision"] = precision
         texts = test_sources(run, sentences)
         for name, width in (("greedy", 1), (f"beam {beam}", beam)):
             translator = Translator(use_kernels(model, config.train.kernels), tokenizer, decode_on, beam=width,
-                                    length_penalty=length_penalty)
+                                    length_penalty=length_penalty, precision=precision)
             result.translate[name] = bench_translation(translator, texts, batch_size)
     result.train |= efficiency()
     return result

@@ -18,6 +18,7 @@ from nmt.data.batching import Batch
 from nmt.models.interface import TranslationModel
 from nmt.models.loss import batch_loss
 from nmt.runtime.devices import synchronize
+from nmt.runtime.precision import DTYPES
 
 
 def training_flops(model: TranslationModel, batches: Iterable[Batch], label_smoothing: float) -> int:
@@ -36,14 +37,15 @@ def training_flops(model: TranslationModel, batches: Iterable[Batch], label_smoo
     return counter.get_total_flops()
 
 
-def matmul_peak_flops(device: torch.device, size: int | None = None, repeats: int = 5) -> tuple[float, str]:
-    """The best FLOP/s of a square ``size`` matmul in training's precision, after a warm-up.
+def matmul_peak_flops(device: torch.device, precision: str = "fp32", size: int | None = None,
+                      repeats: int = 5) -> tuple[float, str]:
+    """The best FLOP/s of a square ``size`` matmul at training's ``precision`` (resolved: the
+    type autocast runs matmuls in), after a warm-up.
 
-    :return: (FLOP/s, dtype name): float32 on CPU, float16 on CUDA (training's autocast)
+    :return: (FLOP/s, dtype name)
     """
-    cuda = device.type == "cuda"
-    size = size or (8192 if cuda else 2048)
-    dtype = torch.float16 if cuda else torch.float32  # made in it: autocast would time the casts
+    size = size or (8192 if device.type == "cuda" else 2048)
+    dtype = DTYPES.get(precision, torch.float32)  # made in it: autocast would time the casts
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
     best = float("inf")

@@ -16,7 +16,7 @@ from nmt.inference.translate import Translator
 from nmt.models.build import count_parameters, describe, parameters_per_block
 from nmt.report.plotting import AttentionPanel
 from nmt.runtime.checkpoint import read_header_checked
-from nmt.training.trainer import read_metrics
+from nmt.training.state import read_metrics
 
 
 def _summary(path: Path) -> dict[str, Any]:
@@ -147,7 +147,8 @@ def model_card(run_dir: Path) -> dict[str, Any]:
         "test set": _held_out(run_dir, config, "test"),
         "pairs": summary.get("pairs", "unknown (run unfinished)"),
         "training": {"steps": summary.get("steps", records[-1]["step"] if records else 0),
-                     "seconds": summary.get("train_seconds"), "device": summary.get("device")},
+                     "seconds": summary.get("train_seconds"), "device": summary.get("device"),
+                     "precision": summary.get("precision", "fp32")},
         "best validation BLEU": f"{best['valid_bleu']} at step {best['step']}" if best else "none yet",
         "throughput": {"target pieces/s": summary.get("train_tokens_per_s"),
                        "sentences/s": summary.get("train_sentences_per_s")},

@@ -17,7 +17,8 @@ from nmt.models.interface import TranslationModel
 from nmt.report.plotting import plot_training_curve
 from nmt.report.progress import TrainProgress
 from nmt.runtime import checkpoint
-from nmt.training.trainer import TrainCallbacks, TrainState, read_metrics
+from nmt.training.state import TrainState, read_metrics
+from nmt.training.trainer import TrainCallbacks
 
 
 class RunWriter(TrainCallbacks):

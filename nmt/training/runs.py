@@ -5,7 +5,7 @@ import json
 import logging
 import platform
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,12 +21,17 @@ from nmt.data.tokenizer import PAD_ID, Tokenizer
 from nmt.errors import NmtError, SettingError
 from nmt.inference import loading
 from nmt.models.build import build_model, count_parameters
+from nmt.models.interface import TranslationModel
 from nmt.runtime import checkpoint
 from nmt.runtime.devices import configure_cpu, describe, pick_device
 from nmt.runtime.fileio import atomic_write_text
 from nmt.runtime.lock import LOCK_FILE, run_lock
+from nmt.runtime.precision import resolve
+from nmt.training import distributed
+from nmt.training.distributed import Processes
 from nmt.training.run_writer import RunWriter
-from nmt.training.trainer import Trainer, TrainState, make_optimizer, trim_metrics
+from nmt.training.state import TrainState, trim_metrics
+from nmt.training.trainer import TrainCallbacks, Trainer, make_optimizer
 
 log = logging.getLogger(__name__)
 
@@ -75,24 +80,45 @@ def _set_up(run_dir: Path, created: bool) -> Iterator[None]:
 
 def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> TrainState:
     """Create ``run_dir``, prepare the data, build a seeded model and train it, holding the
-    run directory's lock throughout."""
-    device = pick_device(config.train.device)
-    configure_cpu(config.train.threads)
-    created = _fresh_run_dir(run_dir)
-    lock_existed = (run_dir / LOCK_FILE).exists()
-    with run_lock(run_dir):
-        _check_empty(run_dir, lock_existed)
-        with _set_up(run_dir, created):
-            data = prepare_run_data(config.data, run_dir, strict)
-            config = data.sized(config).replace(**absolute_sources(config.data))
-            save_config(config, run_dir / "config.yaml")
+    run directory's lock throughout. Among several processes (torchrun), rank 0 creates,
+    locks and writes the run (its ``run_dir`` counts) and the others read what it prepared."""
+    with distributed.joined(pick_device, config.train.device) as processes, ExitStack() as held:
+        configure_cpu(config.train.threads, processes.local_world)
+        resolve(config.train.precision, processes.device)  # one the device lacks fails before any work
+        run_dir = processes.broadcast(run_dir)
+        with distributed.leading(processes):
+            if processes.is_main:
+                config, data = _set_up_new_run(config, run_dir, strict, held)
+        if not processes.is_main:
+            config, data = _follow_new_run(run_dir, strict, processes.rank)
         torch.manual_seed(config.train.seed)
-        model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(device)
+        model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(processes.device)
         log.info("run %s: %d parameters, vocabulary %d: %d pieces in sources, %d in targets", run_dir,
                  count_parameters(model), config.model.vocab, config.model.source_pieces,
                  config.model.target_pieces)
-        trainer = Trainer(config, model, data, device, RunWriter(run_dir))
-        return _train(trainer, config, data, run_dir, device)
+        return _train(config, model, data, run_dir, processes)
+
+
+def _set_up_new_run(config: RunConfig, run_dir: Path, strict: bool, held: ExitStack) -> tuple[RunConfig, RunData]:
+    """Create and lock ``run_dir`` (the lock stays in ``held``), prepare the data, save the config."""
+    created = _fresh_run_dir(run_dir)
+    lock_existed = (run_dir / LOCK_FILE).exists()
+    held.enter_context(run_lock(run_dir))
+    _check_empty(run_dir, lock_existed)
+    with _set_up(run_dir, created):
+        data = prepare_run_data(config.data, run_dir, strict)
+        config = data.sized(config).replace(**absolute_sources(config.data))
+        save_config(config, run_dir / "config.yaml")
+    return config, data
+
+
+def _follow_new_run(run_dir: Path, strict: bool, rank: int) -> tuple[RunConfig, RunData]:
+    """The config and data rank 0 prepared in ``run_dir``, read by another rank."""
+    if not (run_dir / "config.yaml").is_file():
+        raise NmtError(f"{run_dir}: rank {rank} cannot see the run rank 0 prepared; on several machines "
+                       "the run directory must be on a filesystem all of them share")
+    config = read_run_config(run_dir / "config.yaml")
+    return config, prepare_run_data(config.data, run_dir, strict, Tokenizer(run_dir / "spm.model"))
 
 
 BUDGET_KEYS = ("epochs", "max_steps", "max_minutes")
@@ -103,7 +129,8 @@ def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> T
 
     ``budget`` may change epochs/max_steps/max_minutes, which count from the run's start;
     any other setting in it is refused, since the run goes on with its saved config.
-    Every saved file is checked before the first step; the run's lock is held throughout.
+    Every saved file is checked before the first step; the run's lock is held throughout (by
+    rank 0, among several processes, which may be more or fewer than the run started with).
     """
     other = sorted(set(budget) - set(BUDGET_KEYS))
     if other:
@@ -111,10 +138,13 @@ def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> T
                            + ", ".join(f"{{{name}}}" for name in other), tuple(other))
     if not (run_dir / "config.yaml").is_file():
         raise SettingError("resume", run_dir, "not a run directory (no config.yaml)")
-    with run_lock(run_dir):
+    device_spec = read_run_config(run_dir / "config.yaml").train.device
+    with distributed.joined(pick_device, device_spec) as processes, ExitStack() as held:
+        with distributed.leading(processes):
+            if processes.is_main:
+                held.enter_context(run_lock(run_dir))
         config = read_run_config(run_dir / "config.yaml").replace(**budget)
-        device = pick_device(config.train.device)
-        configure_cpu(config.train.threads)
+        configure_cpu(config.train.threads, processes.local_world)
         path = run_dir / "last.safetensors"
         tokenizer = Tokenizer(run_dir / "spm.model")
         loading.check_tokenizer(tokenizer, config.model)
@@ -122,26 +152,31 @@ def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> T
         state = TrainState.restore(checkpoint.train_state(meta, path), path)
         model = build_model(config.model, PAD_ID)
         checkpoint.load_model_weights(model, tensors, path)
-        optimizer = make_optimizer(model.to(device), config.train.lr, device)
+        optimizer = make_optimizer(model.to(processes.device), config.train.lr, processes.device)
         checkpoint.load_optimizer(optimizer, tensors, meta, path)
         data = prepare_run_data(config.data, run_dir, strict, tokenizer)
-        trainer = Trainer(config, model, data, device, RunWriter(run_dir), state, optimizer)
-        if state.batch_in_epoch >= len(trainer.batches_of_epoch(state.epoch)):
-            raise NmtError(f"{path}: its training state does not fit the run's data")
         try:
             torch.set_rng_state(tensors["rng.torch"])
         except RuntimeError:
             raise NmtError(f"{path}: damaged RNG state") from None
-        trim_metrics(run_dir / "metrics.jsonl", state.step)
-        save_config(config, run_dir / "config.yaml")
-        return _train(trainer, config, data, run_dir, device)
+        if processes.is_main:
+            trim_metrics(run_dir / "metrics.jsonl", state.step)
+            save_config(config, run_dir / "config.yaml")
+        return _train(config, model, data, run_dir, processes, state, optimizer)
 
 
-def _train(trainer: Trainer, config: RunConfig, data: RunData, run_dir: Path,
-           device: torch.device) -> TrainState:
+def _train(config: RunConfig, model: TranslationModel, data: RunData, run_dir: Path, processes: Processes,
+           state: TrainState | None = None, optimizer: torch.optim.Optimizer | None = None) -> TrainState:
+    """Train with rank 0 writing the run (the others silent); then write its summary."""
+    callbacks = RunWriter(run_dir) if processes.is_main else TrainCallbacks()
+    trainer = Trainer(config, model, data, processes.device, callbacks, state, optimizer, processes)
+    if trainer.state.batch_in_epoch >= len(trainer.batches_of_epoch(trainer.state.epoch)):
+        raise NmtError(f"{run_dir / 'last.safetensors'}: its training state does not fit the run's data")
+    distributed.seed_rank(processes, config.train.seed, trainer.state.step)
     start = time.time()
     state = trainer.run()
-    write_summary(run_dir, config, data, trainer, device, time.time() - start)
+    if processes.is_main:
+        write_summary(run_dir, config, data, trainer, processes.device, time.time() - start)
     return state
 
 
@@ -160,7 +195,7 @@ def write_summary(run_dir: Path, config: RunConfig, data: RunData, trainer: Trai
         "best_step": s.best_bleu_step,
         "train_tokens_per_s": round(s.target_tokens / max(s.step_seconds, 1e-9), 1),
         "train_sentences_per_s": round(s.sentences / max(s.step_seconds, 1e-9), 1),
-        "device": describe(device),
+        "device": describe(device), "precision": trainer.precision,
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "sentencepiece": sentencepiece.__version__, "sacrebleu": sacrebleu.__version__},
     }

@@ -10,82 +10,34 @@ for ``nmt train``, the silent base class for ``nmt bench``.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import logging
 import math
 import random
 import signal
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
 import torch
 
 from nmt.config import RunConfig
-from nmt.data.batching import Batch, bucket_batches, make_batch
+from nmt.data.batching import bucket_batches, make_batch
 from nmt.data.prepare import RunData
-from nmt.errors import NmtError
 from nmt.inference.metrics import bleu
 from nmt.inference.translate import Translator
 from nmt.models.interface import TranslationModel
 from nmt.models.kernels import use_kernels
 from nmt.models.loss import batch_loss
-from nmt.runtime.devices import autocast, describe, release_freed_memory
-from nmt.runtime.fileio import atomic_write_text
+from nmt.runtime.devices import describe, release_freed_memory
+from nmt.runtime.precision import autocast, needs_loss_scaling, resolve
+from nmt.training.distributed import Processes, lost_peers, no_sync
 from nmt.training.schedule import scheduled_lr
+from nmt.training.state import TrainState
 
 log = logging.getLogger(__name__)
 
 MIN_VALID_GAP = 200  # steps; epochs shorter than this are validated every few epochs
-
-
-@dataclass
-class TrainState:
-    """Everything besides weights, optimiser and RNG that a resumed run needs (JSON-able)."""
-
-    step: int = 0
-    epoch: int = 0  # epochs completed
-    batch_in_epoch: int = 0  # batches of the current epoch done
-    elapsed: float = 0.0  # seconds of training and validation so far, across resumes
-    step_seconds: float = 0.0  # seconds inside optimiser steps alone, for throughput
-    best_bleu: float = -1.0
-    best_bleu_step: int = 0
-    best_loss: float = math.inf  # of scheduled validations, for the lr decay
-    stale_validations: int = 0  # scheduled validations since BLEU last improved
-    best_scheduled_bleu: float = -1.0  # patience compares scheduled validations only
-    target_tokens: int = 0
-    sentences: int = 0
-    scaler: dict = dataclasses.field(default_factory=dict)  # loss-scaler state (CUDA only)
-
-    @classmethod
-    def restore(cls, saved: dict, path: Path) -> TrainState:
-        """The state saved in checkpoint ``path``, each field checked for its type and sign."""
-        defaults = dataclasses.asdict(cls())
-        for key, value in saved.items():
-            if key not in defaults or not _fits(value, defaults[key]):
-                raise NmtError(f"{path}: damaged training state ({key}: {value!r})")
-        scaler = saved.get("scaler", {})
-        if scaler and (scaler.keys() != _SCALER_KEYS or not all(_fits(v, 0.0) for v in scaler.values())):
-            raise NmtError(f"{path}: damaged training state (scaler: {scaler!r})")
-        return cls(**saved)
-
-
-_SCALER_KEYS = {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"}
-
-
-def _fits(value: object, default: object) -> bool:
-    """Whether a JSON value can stand for a field with ``default``: a count for an int, any
-    number for a float, the same type otherwise."""
-    if isinstance(value, bool) or isinstance(default, bool):
-        return type(value) is type(default)
-    if isinstance(default, int):
-        return isinstance(value, int) and value >= 0
-    if isinstance(default, float):
-        return isinstance(value, (int, float))
-    return isinstance(value, type(default))
 
 
 def make_optimizer(model: TranslationModel, lr: float, device: torch.device) -> torch.optim.Optimizer:
@@ -116,21 +68,31 @@ class TrainCallbacks:
 
 
 class Trainer:
-    """Trains ``model`` on ``data`` under ``config``, reporting to ``callbacks``."""
+    """Trains ``model`` on ``data`` under ``config``, reporting to ``callbacks``, as one of
+    ``processes`` (:mod:`nmt.training.distributed`; by default a process alone).
+
+    Every decision that ends or shapes the run (a stop signal, a non-finite loss, the time
+    budget, validation scores) is taken from figures all ranks agree on, so they stop together.
+    """
 
     def __init__(self, config: RunConfig, model: TranslationModel, data: RunData,
                  device: torch.device, callbacks: TrainCallbacks, state: TrainState | None = None,
-                 optimizer: torch.optim.Optimizer | None = None) -> None:
+                 optimizer: torch.optim.Optimizer | None = None, processes: Processes = Processes()) -> None:
         self.t = config.train
         self.model, self.data, self.device = use_kernels(model, self.t.kernels), data, device
+        self.processes = processes
+        self.replica = processes.replicate(self.model)  # what the forward pass runs through
         self.callbacks = callbacks
         self.state = state or TrainState()
         self.optimizer = optimizer or make_optimizer(model, self.t.lr, device)
-        # float16 autocast on CUDA needs loss scaling; elsewhere the scaler is a no-op.
-        self.scaler = torch.amp.GradScaler(device.type, enabled=device.type == "cuda")
+        self.precision = resolve(self.t.precision, device, config.model.arch)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=needs_loss_scaling(self.precision))
         if self.state.scaler:
             self.scaler.load_state_dict(self.state.scaler)
-        self.stop_reason: str | None = None  # set by a signal, a bad loss or early stopping
+        self.stop_reason: str | None = None  # agreed: a signal, a bad loss or early stopping
+        self.signal: int = 0  # a stop signal this process received, not yet agreed on
+        self.step_seconds = 0.0  # the last step's, as the ranks agree
+        self.clock = time.monotonic()  # the last step's end: the next one's time counts from it
         self.last_valid_step = self.state.step
         self.loss_since_valid: list[float] = []
         self.valid = data.split.valid
@@ -148,27 +110,55 @@ class Trainer:
         rng = random.Random(self.t.seed * 1_000_003 + epoch)
         return bucket_batches(src_lens, tgt_lens, self.t.batch_size, self.t.batch_tokens, rng)
 
-    def train_step(self, batch: Batch) -> float:
-        """One optimiser step on the mean loss per real target token; returns that loss.
+    def train_step(self, group: list[list[int]]) -> float:
+        """One optimiser step on ``group``: global batches of corpus indices (``accum`` of
+        them; fewer at an epoch's end), of which this rank runs its share. The gradient is that
+        of the mean loss per real target token over the whole group, for any number of ranks.
 
-        A non-finite loss takes no step, so the weights stay the last good ones.
+        Returns that loss. A stop signal or a non-finite loss on any rank is agreed on by all;
+        a non-finite loss takes no step, so the weights stay the last good ones.
         """
-        n_tokens = batch.n_tokens
-        batch = batch.to(self.device)
-        with autocast(self.device):
-            loss = batch_loss(self.model, batch, self.t.label_smoothing) / n_tokens
-        value = loss.item()
-        if not math.isfinite(value):
-            self.stop_reason = f"non-finite loss ({value}) at step {self.state.step + 1}"
-            return value
+        world = self.processes.world
+        tokens = sum(len(self.data.train_tgt[i]) + 1 for index in group for i in index)  # + EOS
         self.optimizer.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        for k, index in enumerate(group):
+            with no_sync(self.replica) if k < len(group) - 1 else contextlib.nullcontext():
+                loss_sum += self._backward(index, world / tokens)
+        now = time.monotonic()
+        loss_sum, signals, seconds = self.processes.sum([loss_sum, float(self.signal), now - self.clock])
+        self.clock, self.step_seconds = now, seconds / world
+        if signals:
+            name = signal.Signals(self.signal).name if self.signal else "a stop signal to another process"
+            self.stop_reason = f"{name} received"
+        loss = loss_sum / tokens
+        if not math.isfinite(loss):
+            self.stop_reason = f"non-finite loss ({loss}) at step {self.state.step + 1}"
+            return loss
         self._set_lr(self.state.step + 1)
-        self.scaler.scale(loss).backward()
         self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return value
+        return loss
+
+    def _backward(self, index: list[int], weight: float) -> float:
+        """Forward and backward over this rank's share of the global batch ``index``, the
+        summed loss weighted by ``weight``; returns the (unweighted) summed loss.
+
+        A rank whose share is empty runs one sentence at weight 0, since every rank must take
+        part in the gradients' all-reduce.
+        """
+        mine = self.processes.shard(index)
+        if not mine:
+            mine, weight = index[:1], 0.0
+        batch = make_batch([self.data.train_src[i] for i in mine],
+                           [self.data.train_tgt[i] for i in mine]).to(self.device)
+        with autocast(self.device, self.precision):
+            loss = batch_loss(self.model, batch, self.t.label_smoothing, forward=self.replica)
+        with lost_peers():
+            self.scaler.scale(loss * weight).backward()
+        return loss.item() if weight else 0.0
 
     def _set_lr(self, step: int) -> None:
         """A per-step schedule's rate for this step: a pure function of the step, so a resumed
@@ -204,17 +194,19 @@ class Trainer:
 
     def run(self) -> TrainState:
         """Train until a budget, early stopping, a bad loss or a stop signal; returns the state."""
-        log.info("training on %s from step %d", describe(self.device), self.state.step)
+        world = self.processes.world
+        log.info("training on %s%s at %s from step %d", describe(self.device),
+                 f" x {world} processes" if world > 1 else "", self.precision, self.state.step)
         self.model.train()
-        steps_per_epoch = len(self.batches_of_epoch(0))
+        steps_per_epoch = math.ceil(len(self.batches_of_epoch(0)) / self.t.accum)
         self.callbacks.started(self.state, self.total_steps(steps_per_epoch), self.t.max_minutes)
         try:
             with _stop_signals(self):
                 while self.budget_left() and not self.stop_reason:
                     self._run_epoch()
-            if self.stop_reason:
-                log.warning("stopping: %s; the last checkpoint is step %d", self.stop_reason,
-                            self.state.step)
+            if self.stop_reason:  # every rank stops here; rank 0 says so
+                (log.warning if self.processes.is_main else log.info)(
+                    "stopping: %s; the last checkpoint is step %d", self.stop_reason, self.state.step)
             elif self.last_valid_step != self.state.step:
                 self.validate(scheduled=False)
             self.save_last()
@@ -229,44 +221,59 @@ class Trainer:
         last step, before any budget or signal check, so a saved state is always consistent.
         """
         s, batches = self.state, self.batches_of_epoch(self.state.epoch)
+        self.clock = time.monotonic()
         while s.batch_in_epoch < len(batches):
-            start = time.monotonic()
-            index = batches[s.batch_in_epoch]
-            batch = make_batch([self.data.train_src[i] for i in index],
-                               [self.data.train_tgt[i] for i in index])
-            loss = self.train_step(batch)
+            group = batches[s.batch_in_epoch:s.batch_in_epoch + self.t.accum]
+            loss = self.train_step(group)
             if not math.isfinite(loss):
                 return
             self.loss_since_valid.append(loss)
-            s.step, s.batch_in_epoch = s.step + 1, s.batch_in_epoch + 1
-            s.target_tokens, s.sentences = s.target_tokens + batch.n_tokens, s.sentences + len(index)
-            took = time.monotonic() - start
-            s.elapsed, s.step_seconds = s.elapsed + took, s.step_seconds + took
-            self.callbacks.stepped(s, loss, batch.n_tokens, len(index))
+            tokens = sum(len(self.data.train_tgt[i]) + 1 for index in group for i in index)
+            sentences = sum(len(index) for index in group)
+            s.step, s.batch_in_epoch = s.step + 1, s.batch_in_epoch + len(group)
+            s.target_tokens, s.sentences = s.target_tokens + tokens, s.sentences + sentences
+            s.elapsed, s.step_seconds = s.elapsed + self.step_seconds, s.step_seconds + self.step_seconds
+            self.callbacks.stepped(s, loss, tokens, sentences)
             epoch_done = s.batch_in_epoch == len(batches)
             if epoch_done:
                 s.epoch, s.batch_in_epoch = s.epoch + 1, 0
-            if self.validation_due(epoch_done, len(batches)):
+            if self.validation_due(epoch_done, math.ceil(len(batches) / self.t.accum)):
                 self._timed_validate()
             if epoch_done or not self.budget_left() or self.stop_reason:
                 return  # a new epoch starts from its own batch order
 
     def _timed_validate(self) -> None:
+        """Validate; the time counts towards the budget, as all ranks agree on it."""
         start = time.monotonic()
         self.validate(scheduled=True)
-        self.state.elapsed += time.monotonic() - start
+        took = self.processes.sum([time.monotonic() - start])[0] / self.processes.world
+        self.state.elapsed += took
+        self.clock = time.monotonic()  # the next step's time starts now
 
     @torch.inference_mode()
     def valid_loss(self) -> float:
-        """Mean cross-entropy (no smoothing) per target token on the validation pairs."""
+        """Mean cross-entropy (no smoothing) per target token on the validation pairs (each
+        rank scores its share)."""
         self.model.eval()
         total, tokens = 0.0, 0
-        for k in range(0, len(self.valid_src), 256):
-            batch = make_batch(self.valid_src[k:k + 256], self.valid_tgt[k:k + 256]).to(self.device)
+        src, tgt = self.processes.shard(self.valid_src), self.processes.shard(self.valid_tgt)
+        for k in range(0, len(src), 256):
+            batch = make_batch(src[k:k + 256], tgt[k:k + 256]).to(self.device)
             total += float(batch_loss(self.model, batch))
             tokens += batch.n_tokens
         self.model.train()
+        total, tokens = self.processes.sum([total, tokens])
         return total / max(tokens, 1)
+
+    def valid_bleu(self) -> float:
+        """Greedy BLEU on the first ``valid_bleu_size`` validation pairs (each rank decodes its
+        share; every rank scores them all, in order)."""
+        subset = self.valid[:self.t.valid_bleu_size]
+        translator = Translator(self.model, self.data.tokenizer, self.device, precision=self.precision)
+        mine = translator.translate(self.processes.shard([src for src, _ in subset]), batch_size=128)
+        shares = self.processes.gather(mine)
+        hyps = [shares[k % len(shares)][k // len(shares)] for k in range(len(subset))]
+        return bleu(hyps, [tgt for _, tgt in subset]).score
 
     def validate(self, scheduled: bool) -> dict[str, float]:
         """Validation loss and greedy BLEU; keeps the best weights.
@@ -280,11 +287,7 @@ class Trainer:
             self.callbacks.save("best", self.model, None, {"step": s.step})
             self.save_last()
             return {}
-        loss = self.valid_loss()
-        subset = self.valid[:self.t.valid_bleu_size]
-        hyps = Translator(self.model, self.data.tokenizer, self.device).translate(
-            [src for src, _ in subset], batch_size=128)
-        score = bleu(hyps, [tgt for _, tgt in subset]).score
+        loss, score = self.valid_loss(), self.valid_bleu()
         train_loss = sum(self.loss_since_valid) / max(len(self.loss_since_valid), 1)
         self.loss_since_valid = []
         record = {"step": s.step, "epoch": s.epoch, "train_loss": round(train_loss, 4),
@@ -326,47 +329,11 @@ class Trainer:
         self.callbacks.save("last", self.model, self.optimizer, dataclasses.asdict(self.state))
 
 
-_METRIC_KEYS = ("step", "valid_loss", "valid_bleu")
-
-
-def _metric(line: bytes) -> dict | None:
-    """One validation record, or None for a line that is not one (cut short by a crash, damaged)."""
-    try:
-        record = json.loads(line)
-    except ValueError:  # also invalid UTF-8
-        return None
-    ok = isinstance(record, dict) and all(isinstance(record.get(k), (int, float)) for k in _METRIC_KEYS)
-    return record if ok else None
-
-
-def read_metrics(path: Path) -> list[dict]:
-    """The validation records of a run; lines that are not records are skipped with a warning."""
-    lines = path.read_bytes().splitlines() if path.is_file() else []
-    records = [r for r in map(_metric, lines) if r is not None]
-    if len(records) < len(lines):
-        log.warning("%s: skipped %d damaged lines", path, len(lines) - len(records))
-    return records
-
-
-def trim_metrics(path: Path, step: int) -> None:
-    """Before a resume appends to ``path``: drop a line cut short by a crash and the records of
-    validations after the checkpoint's ``step`` (the resumed run validates there again)."""
-    if not path.is_file():
-        return
-    data = path.read_bytes()
-    lines = data.splitlines(keepends=True)
-    kept = [line for line in lines if line.endswith(b"\n") and (r := _metric(line)) is not None
-            and r["step"] <= step]
-    if len(kept) < len(lines):
-        log.warning("%s: dropped %d damaged or later lines before resuming", path, len(lines) - len(kept))
-        atomic_write_text(path, b"".join(kept).decode("utf-8"))
-
-
-@contextmanager
+@contextlib.contextmanager
 def _stop_signals(trainer: Trainer) -> Iterator[None]:
     """SIGINT/SIGTERM ask the loop to stop after the current step (and save)."""
     def handler(signum: int, _frame: object) -> None:
-        trainer.stop_reason = f"{signal.Signals(signum).name} received"
+        trainer.signal = signum
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
