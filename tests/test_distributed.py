@@ -43,6 +43,14 @@ def test_two_ranks_train_the_same_weights_as_one(tmp_path, corpus):
     assert two.stderr.count("run saved in") == 1  # rank 0 alone reports
 
 
+def test_early_stopping_stops_every_rank_at_the_same_step(tmp_path, corpus):
+    # validation BLEU stays 0 on this tiny model, so patience 1 ends the run at the second one
+    result = torchrun("train", "--corpus", corpus, "--run-dir", tmp_path / "run", "--max-steps", "100",
+                      "--valid-every", "3", "--patience", "1", *ARGS)
+    assert result.returncode == 0, result.stderr
+    assert "early stopping" in result.stderr and "6 steps" in result.stderr
+
+
 def test_nproc_trains_and_resumes_on_another_number_of_ranks(tmp_path, corpus):
     run = tmp_path / "run"
     first = nmt("train", "--nproc", "2", "--corpus", corpus, "--run-dir", run, "--max-steps", "6",
