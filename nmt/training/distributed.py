@@ -162,8 +162,11 @@ def joined(pick_device: Callable[[str], torch.device], device_spec: str) -> Iter
     processes = join(pick_device, device_spec)
     try:
         yield processes
-    finally:
+    except BaseException:
         processes.close()
+        raise
+    processes.barrier()  # no rank tears its connections down while another still uses them
+    processes.close()
 
 
 @contextlib.contextmanager
