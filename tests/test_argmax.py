@@ -127,3 +127,15 @@ def test_an_untrained_layer_soon_goes_float32_and_still_agrees():
 def test_only_float32_cpu_linear_layers_qualify():
     assert not LinearArgmax.available(nn.Linear(4, 4, bias=False))
     assert not LinearArgmax.available(nn.Linear(4, 4).double())
+
+
+def test_a_diverged_model_falls_back_to_float32_instead_of_failing():
+    # lr 1e30 in a 2-rank test made the decoder's outputs inf; int8 has no scale for them
+    layer = nn.Linear(8, 20)
+    argmax = LinearArgmax(layer)
+    x = torch.randn(3, 8)
+    x[1, 2] = float("inf")
+    assert argmax(x).tolist()[0::2] == layer(x).argmax(1).tolist()[0::2]
+    with torch.no_grad():
+        layer.weight[0, 0] = float("nan")
+    assert not LinearArgmax.available(layer)

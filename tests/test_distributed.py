@@ -51,6 +51,13 @@ def test_early_stopping_stops_every_rank_at_the_same_step(tmp_path, corpus):
     assert "early stopping" in result.stderr and "6 steps" in result.stderr
 
 
+def test_the_time_budget_stops_both_ranks(tmp_path, corpus):
+    result = torchrun("train", "--corpus", corpus, "--run-dir", tmp_path / "run", "--max-steps", "100000",
+                      "--epochs", "1000", "--max-minutes", "0.02", *ARGS)
+    assert result.returncode == 0 and "run saved in" in result.stderr, result.stderr
+    assert load_file(tmp_path / "run" / "last.safetensors")
+
+
 def test_nproc_trains_and_resumes_on_another_number_of_ranks(tmp_path, corpus):
     run = tmp_path / "run"
     first = nmt("train", "--nproc", "2", "--corpus", corpus, "--run-dir", run, "--max-steps", "6",
@@ -188,3 +195,28 @@ def test_what_another_rank_reports_stops_this_one(tmp_path, corpus_file, peer, r
 def test_the_nproc_flag_is_taken_out_of_the_workers_command():
     assert without_flag(["train", "--nproc", "2", "--lr", "1"], "--nproc") == ["train", "--lr", "1"]
     assert without_flag(["train", "--nproc=2", "--nprocs"], "--nproc") == ["train", "--nprocs"]
+
+
+def test_accumulating_two_batches_is_one_step_on_both(tmp_path, corpus_file):
+    from nmt.data.prepare import prepare_run_data
+    from nmt.data.tokenizer import PAD_ID
+    from nmt.models.build import build_model
+    from nmt.training.trainer import TrainCallbacks, Trainer
+
+    config = _config(corpus_file, dropout=0.0, accum=2)
+    data = prepare_run_data(config.data, tmp_path)
+    config = data.sized(config)
+
+    def trainer():
+        torch.manual_seed(0)
+        model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces)
+        return Trainer(config, model, data, torch.device("cpu"), TrainCallbacks())
+
+    split, joined = trainer(), trainer()
+    first, second = split.batches_of_epoch(0)[:2]
+    assert split.train_step([first, second]) == pytest.approx(joined.train_step([first + second]), rel=1e-6)
+    for (name, a), b in zip(split.model.state_dict().items(), joined.model.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    state = trainer().run()  # 12 steps of 2 batches each
+    batches = len(split.batches_of_epoch(0))
+    assert state.step == 12 and state.epoch * batches + state.batch_in_epoch >= 23

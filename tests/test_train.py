@@ -145,3 +145,16 @@ def test_resume_refuses_a_changed_corpus_and_works_from_elsewhere(tmp_path, corp
     corpus.write_text(corpus.read_text().replace(held + "\n", ""))
     with pytest.raises(NmtError, match="not the data this run started with"):
         resume_run(tmp_path / "run", {"max_steps": 4})
+
+
+def test_a_non_finite_gradient_takes_no_step_and_stops(tmp_path, corpus_file, monkeypatch, caplog):
+    import logging
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, clip: torch.tensor(float("inf")))
+    with caplog.at_level(logging.WARNING):
+        state = train_new_run(_config(corpus_file, max_steps=5), tmp_path / "run")
+    assert state.step == 0 and "non-finite gradient" in caplog.text
+    first = load_file(tmp_path / "run" / "last.safetensors")
+    monkeypatch.undo()
+    train_new_run(_config(corpus_file, max_steps=1), tmp_path / "ref")  # the same seed's first step
+    assert not torch.equal(first["model.generator.proj.weight"],
+                           load_file(tmp_path / "ref" / "last.safetensors")["model.generator.proj.weight"])

@@ -87,11 +87,13 @@ class LinearArgmax:
 
     @staticmethod
     def available(layer: nn.Module) -> bool:
-        """Whether ``layer`` is a float32 CPU linear layer and this torch has FBGEMM."""
+        """Whether ``layer`` is a float32 CPU linear layer with finite weights (int8 scales
+        cannot be chosen for others, e.g. a diverged model's) and this torch has FBGEMM."""
         return (type(layer) is nn.Linear and layer.bias is not None
                 and layer.weight.device.type == "cpu" and layer.weight.dtype == torch.float32
                 and hasattr(torch, "quantize_per_channel")
-                and "fbgemm" in torch.backends.quantized.supported_engines)
+                and "fbgemm" in torch.backends.quantized.supported_engines
+                and bool(torch.isfinite(layer.weight).all() and torch.isfinite(layer.bias).all()))
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """:param x: shape (rows, in_features); float32 or, from a model under autocast, bf16/fp16
@@ -101,7 +103,8 @@ class LinearArgmax:
 
     def _pick(self, x: torch.Tensor) -> torch.Tensor:
         share, after = self.GIVE_UP
-        if self.rows >= after and self.unsure > share * self.rows:
+        gave_up = self.rows >= after and self.unsure > share * self.rows
+        if gave_up or not bool(torch.isfinite(x).all()):  # no int8 scale fits inf or NaN (a diverged model)
             return self._float32(x)
         approx = torch.ops.quantized.linear_dynamic(x, self.packed, True)  # (rows, out)
         top, cand = row_topk(approx, self.m + 1)

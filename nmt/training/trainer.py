@@ -110,13 +110,15 @@ class Trainer:
         rng = random.Random(self.t.seed * 1_000_003 + epoch)
         return bucket_batches(src_lens, tgt_lens, self.t.batch_size, self.t.batch_tokens, rng)
 
-    def train_step(self, group: list[list[int]]) -> float:
+    def train_step(self, group: list[list[int]]) -> float | None:
         """One optimiser step on ``group``: global batches of corpus indices (``accum`` of
         them; fewer at an epoch's end), of which this rank runs its share. The gradient is that
         of the mean loss per real target token over the whole group, for any number of ranks.
 
-        Returns that loss. A stop signal or a non-finite loss on any rank is agreed on by all;
-        a non-finite loss takes no step, so the weights stay the last good ones.
+        Returns that loss, or None when no step was taken: a non-finite loss, or (without loss
+        scaling, which skips such steps itself) a non-finite gradient, leaves the weights the
+        last good ones and stops the run. Ranks agree on these and on stop signals: the loss
+        is summed over them, the gradient all-reduced.
         """
         world = self.processes.world
         tokens = sum(len(self.data.train_tgt[i]) + 1 for index in group for i in index)  # + EOS
@@ -134,10 +136,13 @@ class Trainer:
         loss = loss_sum / tokens
         if not math.isfinite(loss):
             self.stop_reason = f"non-finite loss ({loss}) at step {self.state.step + 1}"
-            return loss
+            return None
         self._set_lr(self.state.step + 1)
         self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
+        if not self.scaler.is_enabled() and not math.isfinite(norm):
+            self.stop_reason = f"non-finite gradient (loss {loss:.4g}) at step {self.state.step + 1}"
+            return None
         self.scaler.step(self.optimizer)
         self.scaler.update()
         return loss
@@ -225,7 +230,7 @@ class Trainer:
         while s.batch_in_epoch < len(batches):
             group = batches[s.batch_in_epoch:s.batch_in_epoch + self.t.accum]
             loss = self.train_step(group)
-            if not math.isfinite(loss):
+            if loss is None:
                 return
             self.loss_since_valid.append(loss)
             tokens = sum(len(self.data.train_tgt[i]) + 1 for index in group for i in index)
