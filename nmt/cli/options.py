@@ -70,19 +70,12 @@ KernelsOpt = Annotated[str, Opt(help="fast, or reference: plain PyTorch search w
 def load_translator(checkpoint: Path | None, device: str, beam: int = 1, length_penalty: float = 0.0,
                     precision: str = "auto", kernels: str = "fast") -> Any:
     """A :class:`nmt.inference.translate.Translator` of ``checkpoint`` (default: the newest run)
-    from the decoding flags, each checked before the run is looked for."""
-    from nmt.inference.loading import latest_run
-    from nmt.inference.quantize import decoding_device, load_for_decoding
-    from nmt.inference.translate import Translator
-    from nmt.models.kernels import use_kernels
-    from nmt.runtime.devices import configure_cpu
+    from the decoding flags, each checked before the run is looked for; loaded as the Python
+    API loads a run (:func:`nmt.api.load`)."""
+    from nmt.api import load
 
     at_least("--beam", beam)
     check_penalty(length_penalty)
-    configure_cpu(0)
-    dev = decoding_device(precision, device)
-    run = checkpoint or latest_run()
-    model, tokenizer, resolved = load_for_decoding(run, precision, dev)
-    logging.getLogger(__name__).debug("decoding with %s on %s at %s", run, dev, resolved)
-    return Translator(use_kernels(model, kernels), tokenizer, dev, beam=beam, length_penalty=length_penalty,
-                      precision=resolved)
+    model = load(checkpoint, device, precision)
+    logging.getLogger(__name__).debug("decoding with %s on %s at %s", model.run, model.device, model.precision)
+    return model.translator(beam, length_penalty, kernels)

@@ -1,0 +1,142 @@
+"""The Python API: a trained run as an object that translates and scores sentences.
+
+>>> from nmt import load
+>>> model = load(RUN)             # a run directory; load(): the newest run in checkpoints/
+>>> best, second = model.translate(["Tom sees the cat."], beam=3, nbest=2, length_penalty=0)[0]
+>>> best.score >= second.score
+True
+>>> [log_prob] = model.score(["Tom sees the cat."], ["Tom voit le chat."])
+>>> log_prob < 0
+True
+>>> model.translate(["", "Tom sees the cat."])[0]          # an empty line has no translation
+[]
+
+Both model families work alike, through the same :class:`nmt.inference.translate.Translator`
+that ``nmt translate`` uses. A :class:`Model` may be shared by threads: each call holds its
+lock, so calls run one at a time (a call already spreads over the CPU's cores).
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from nmt.data.batching import make_batch
+from nmt.data.corpus import normalize
+from nmt.errors import NmtError
+from nmt.inference.search import DEFAULT_LENGTH_PENALTY, Hypothesis
+from nmt.inference.translate import Translator
+from nmt.models.kernels import use_kernels
+from nmt.runtime.precision import autocast
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One translation of one source sentence.
+
+    ``score`` is the search's: the log-probability of the pieces and the end of sentence (with
+    a beam and a length penalty, divided by the GNMT penalty). ``attention``, when asked for,
+    has a row per generated piece (the end of sentence included) over the source pieces (and
+    the source's end of sentence).
+    """
+
+    text: str
+    score: float
+    pieces: tuple[str, ...]
+    source_pieces: tuple[str, ...]
+    attention: tuple[tuple[float, ...], ...] | None = None
+
+
+class Model:
+    """A trained run (None: the newest in checkpoints/) loaded for decoding on ``device`` at
+    ``precision``, as ``nmt translate``'s flags say them (precision ``auto``, ``fp32``,
+    ``bf16``, ``fp16`` or ``int8``); the settings are checked before the run is looked for."""
+
+    def __init__(self, run: str | Path | None = None, device: str = "auto", precision: str = "auto") -> None:
+        from nmt.inference.loading import latest_run
+        from nmt.inference.quantize import decoding_device, load_for_decoding
+        from nmt.runtime.devices import configure_cpu
+
+        configure_cpu(0)
+        self.device = decoding_device(precision, device)
+        self.run = Path(run) if run is not None else latest_run()
+        self._model, self._tokenizer, self.precision = load_for_decoding(self.run, precision, self.device)
+        self._lock = threading.Lock()
+
+    def translate(self, sources: Sequence[str], beam: int = 1, nbest: int = 1,
+                  length_penalty: float = DEFAULT_LENGTH_PENALTY, attention: bool = False,
+                  batch_size: int = 64) -> list[list[Translation]]:
+        """The ``nbest`` best translations of each source, best first; [] for an empty one."""
+        lines = _lines(sources)
+        if beam < 1 or not 1 <= nbest <= beam:
+            raise NmtError(f"beam must be >= 1 and nbest between 1 and beam, got beam {beam}, nbest {nbest}")
+        if batch_size < 1:
+            raise NmtError(f"batch_size must be >= 1, got {batch_size}")
+        with self._lock:
+            translator = self.translator(beam, length_penalty)
+            results = translator.nbest(lines, nbest, batch_size, with_attention=attention)
+            source_ids = translator.encode(lines)
+            return [[self._translation(h, ids, translator) for h in hyps]
+                    for hyps, ids in zip(results, source_ids)]
+
+    @torch.inference_mode()
+    def score(self, sources: Sequence[str], targets: Sequence[str], batch_size: int = 64) -> list[float]:
+        """The log-probability the model gives each target (its pieces and the end of sentence)
+        after its source, teacher-forced: -inf for a target holding a piece the model cannot
+        output, 0.0 for an empty source."""
+        sources, targets = _lines(sources), _lines(targets)
+        if len(sources) != len(targets):
+            raise NmtError(f"score needs a target per source: {len(sources)} sources, {len(targets)} targets")
+        with self._lock:
+            translator = self.translator()
+            src_ids = translator.encode(sources)
+            tgt_ids = self._tokenizer.encode([normalize(t) for t in targets])
+            scores = [0.0] * len(sources)
+            todo = [i for i, ids in enumerate(src_ids) if ids]
+            for start in range(0, len(todo), batch_size):
+                chunk = todo[start:start + batch_size]
+                for i, value in zip(chunk, self._log_probs([src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk])):
+                    scores[i] = value
+            return scores
+
+    def _log_probs(self, src: list[list[int]], tgt: list[list[int]]) -> list[float]:
+        batch = make_batch(src, tgt).to(self.device)
+        self._model.eval()
+        with autocast(self.device, self.precision):
+            outputs, _ = self._model(batch.src, batch.src_len, batch.tgt_in)
+            log_probs = torch.log_softmax(self._model.logits(outputs).float(), dim=-1)  # (batch, tgt_len, outputs)
+        ids = self._model.piece_ids(torch.arange(log_probs.size(-1), device=self.device))
+        position = torch.full((self._tokenizer.vocab_size,), -1, dtype=torch.long, device=self.device)
+        position[ids] = torch.arange(ids.numel(), device=self.device)
+        gold = position[batch.tgt_out]  # (batch, tgt_len); -1 where the model has no output for it
+        picked = log_probs.gather(-1, gold.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+        picked = picked.masked_fill(gold < 0, float("-inf")).masked_fill(~batch.tgt_mask, 0.0)
+        return picked.sum(dim=1).tolist()
+
+    def translator(self, beam: int = 1, length_penalty: float = DEFAULT_LENGTH_PENALTY,
+                   kernels: str = "fast") -> Translator:
+        """The batch translator underneath, as ``nmt translate`` and ``nmt eval`` use it (not
+        under the lock: for one thread)."""
+        return Translator(use_kernels(self._model, kernels), self._tokenizer, self.device, beam=beam,
+                          length_penalty=length_penalty, precision=self.precision)
+
+    def _translation(self, hyp: Hypothesis, source_ids: list[int], translator: Translator) -> Translation:
+        weights = None
+        if hyp.attention is not None:
+            weights = tuple(tuple(round(float(w), 6) for w in row) for row in hyp.attention.tolist())
+        return Translation(translator.detokenize([hyp])[0], hyp.score, tuple(self._tokenizer.pieces(hyp.tokens)),
+                           tuple(self._tokenizer.pieces(source_ids)), weights)
+
+
+def _lines(sources: Sequence[str]) -> list[str]:
+    if isinstance(sources, str) or not all(isinstance(s, str) for s in sources):
+        raise TypeError("pass a list of sentences (str), not a single string or other objects")
+    return list(sources)
+
+
+def load(run: str | Path | None = None, device: str = "auto", precision: str = "auto") -> Model:
+    """Load a run directory for translating and scoring (None: the newest run in checkpoints/)."""
+    return Model(run, device, precision)
