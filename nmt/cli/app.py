@@ -133,7 +133,8 @@ def train(
     kernels: Annotated[Optional[str], Opt(help=with_default("kernels", "fast, or reference: plain PyTorch "
                                                   "without the hand-written CPU paths."))] = None,
     precision: Annotated[Optional[str], Opt(help=with_default("precision", "fp32, bf16 or fp16 (CUDA) autocast; "
-                                                    "auto: bf16 where the device computes it natively."))] = None,
+                                                    "auto: bf16 where the device computes it natively "
+                                                    "(on CPU, for a Transformer; docs/performance.md)."))] = None,
     accum: Annotated[Optional[int], Opt(help=with_default("accum", "Batches whose gradients add up to one step."),
                                         rich_help_panel="Optimisation")] = None,
     nproc: Annotated[int, Opt(help="Train on N processes of this machine (torchrun --standalone "
