@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import torch
@@ -103,15 +104,16 @@ class LinearArgmax:
 
     def _pick(self, x: torch.Tensor) -> torch.Tensor:
         share, after = self.GIVE_UP
-        gave_up = self.rows >= after and self.unsure > share * self.rows
-        if gave_up or not bool(torch.isfinite(x).all()):  # no int8 scale fits inf or NaN (a diverged model)
+        if self.rows >= after and self.unsure > share * self.rows:
+            return self._float32(x)
+        low, high = (float(v) for v in torch.aminmax(x))  # x's range: the int8 scale and the bound's
+        if not (math.isfinite(low) and math.isfinite(high)):  # no int8 scale fits inf or NaN (a diverged model)
             return self._float32(x)
         approx = torch.ops.quantized.linear_dynamic(x, self.packed, True)  # (rows, out)
         top, cand = row_topk(approx, self.m + 1)
         cand = cand[:, :self.m]
         exact = torch.bmm(self.weight[cand], x.unsqueeze(2)).squeeze(2) + self.bias[cand]  # (rows, m)
         best2, pos = exact.topk(2, dim=1)
-        low, high = (float(v) for v in torch.aminmax(x))
         step = (max(high, 0.0) - min(low, 0.0)) / 127
         bound = step * self.l1 + x.norm(dim=1) * self.dist  # (rows,): the int8 error bound e
         others = top[:, self.m] + bound

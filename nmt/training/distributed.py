@@ -16,7 +16,6 @@ import datetime
 import logging
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Iterator, TypeVar
 
@@ -25,6 +24,7 @@ import torch.distributed as dist
 from torch import nn
 
 from nmt.errors import NmtError
+from nmt.runtime.devices import pick_device
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def launched() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("WORLD_SIZE", "1")) > 1
 
 
-def join(pick_device: Callable[[str], torch.device], device_spec: str) -> Processes:
+def join(device_spec: str) -> Processes:
     """Join the process group torchrun describes in the environment (RANK, WORLD_SIZE,
     LOCAL_RANK, MASTER_ADDR, ...); one process alone when there is none. Picks the device
     from ``device_spec``, a CUDA rank taking GPU ``LOCAL_RANK``."""
@@ -157,9 +157,9 @@ def lost_peers() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def joined(pick_device: Callable[[str], torch.device], device_spec: str) -> Iterator[Processes]:
+def joined(device_spec: str) -> Iterator[Processes]:
     """:func:`join` for the ``with`` block; the group is left at its end, also on an error."""
-    processes = join(pick_device, device_spec)
+    processes = join(device_spec)
     try:
         yield processes
     except BaseException:

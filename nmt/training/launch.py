@@ -41,8 +41,9 @@ def launch(nproc: int, argv: list[str]) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import get_args_parser, run
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, cores // nproc)))  # else torchrun warns
+    from nmt.runtime.devices import available_cores
+
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, available_cores() // nproc)))  # else torchrun warns
     # torchrun's own lines about stopping workers: this launcher reports the outcome itself
     for name in list(logging.root.manager.loggerDict):
         if name.startswith("torch.distributed.elastic"):

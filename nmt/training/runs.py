@@ -23,7 +23,7 @@ from nmt.inference import loading
 from nmt.models.build import build_model, count_parameters
 from nmt.models.interface import TranslationModel
 from nmt.runtime import checkpoint
-from nmt.runtime.devices import configure_cpu, describe, pick_device
+from nmt.runtime.devices import configure_cpu, describe
 from nmt.runtime.fileio import atomic_write_text
 from nmt.runtime.lock import LOCK_FILE, run_lock
 from nmt.runtime.precision import resolve
@@ -82,7 +82,7 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
     """Create ``run_dir``, prepare the data, build a seeded model and train it, holding the
     run directory's lock throughout. Among several processes (torchrun), rank 0 creates,
     locks and writes the run (its ``run_dir`` counts) and the others read what it prepared."""
-    with distributed.joined(pick_device, config.train.device) as processes, ExitStack() as held:
+    with distributed.joined(config.train.device) as processes, ExitStack() as held:
         configure_cpu(config.train.threads, processes.local_world)
         resolve(config.train.precision, processes.device)  # one the device lacks fails before any work
         run_dir = processes.broadcast(run_dir)
@@ -138,12 +138,11 @@ def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> T
                            + ", ".join(f"{{{name}}}" for name in other), tuple(other))
     if not (run_dir / "config.yaml").is_file():
         raise SettingError("resume", run_dir, "not a run directory (no config.yaml)")
-    device_spec = read_run_config(run_dir / "config.yaml").train.device
-    with distributed.joined(pick_device, device_spec) as processes, ExitStack() as held:
+    config = read_run_config(run_dir / "config.yaml").replace(**budget)
+    with distributed.joined(config.train.device) as processes, ExitStack() as held:
         with distributed.leading(processes):
             if processes.is_main:
                 held.enter_context(run_lock(run_dir))
-        config = read_run_config(run_dir / "config.yaml").replace(**budget)
         configure_cpu(config.train.threads, processes.local_world)
         path = run_dir / "last.safetensors"
         tokenizer = Tokenizer(run_dir / "spm.model")

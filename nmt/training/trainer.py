@@ -92,6 +92,7 @@ class Trainer:
         self.stop_reason: str | None = None  # agreed: a signal, a bad loss or early stopping
         self.signal: int = 0  # a stop signal this process received, not yet agreed on
         self.step_seconds = 0.0  # the last step's, as the ranks agree
+        self.step_tokens = 0  # the last step's target pieces, over all ranks
         self.clock = time.monotonic()  # the last step's end: the next one's time counts from it
         self.last_valid_step = self.state.step
         self.loss_since_valid: list[float] = []
@@ -122,6 +123,7 @@ class Trainer:
         """
         world = self.processes.world
         tokens = sum(len(self.data.train_tgt[i]) + 1 for index in group for i in index)  # + EOS
+        self.step_tokens = tokens
         self.optimizer.zero_grad(set_to_none=True)
         loss_sum = 0.0
         for k, index in enumerate(group):
@@ -233,7 +235,7 @@ class Trainer:
             if loss is None:
                 return
             self.loss_since_valid.append(loss)
-            tokens = sum(len(self.data.train_tgt[i]) + 1 for index in group for i in index)
+            tokens = self.step_tokens
             sentences = sum(len(index) for index in group)
             s.step, s.batch_in_epoch = s.step + 1, s.batch_in_epoch + len(group)
             s.target_tokens, s.sentences = s.target_tokens + tokens, s.sentences + sentences
