@@ -10,6 +10,10 @@ True
 True
 >>> model.translate(["", "Tom sees the cat."])[0]          # an empty line has no translation
 []
+>>> maps = model.attention("Tom sees the cat.")            # every layer's and head's weights
+>>> layers, heads, rows, columns = maps.weights["cross"].shape
+>>> (rows, columns) == tuple(map(len, maps.pieces["cross"]))
+True
 
 Both model families work alike, through the same :class:`nmt.inference.translate.Translator`
 that ``nmt translate`` uses. A :class:`Model` may be shared by threads: each call holds its
@@ -31,6 +35,7 @@ from nmt.inference.search import DEFAULT_LENGTH_PENALTY, Hypothesis
 from nmt.inference.translate import Translator
 from nmt.models.kernels import use_kernels
 from nmt.runtime.precision import autocast
+from nmt.tools.inspect import AttentionMaps, attention_maps
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,7 @@ class Model:
                   batch_size: int = 64) -> list[list[Translation]]:
         """The ``nbest`` best translations of each source, best first; [] for an empty one."""
         lines = _lines(sources)
-        if beam < 1 or not 1 <= nbest <= beam:
-            raise NmtError(f"beam must be >= 1 and nbest between 1 and beam, got beam {beam}, nbest {nbest}")
+        _check_search(beam, nbest, "nbest")
         if batch_size < 1:
             raise NmtError(f"batch_size must be >= 1, got {batch_size}")
         with self._lock:
@@ -102,6 +106,23 @@ class Model:
                     scores[i] = value
             return scores
 
+    def attention(self, source: str, beam: int = 1, rank: int = 1,
+                  length_penalty: float = DEFAULT_LENGTH_PENALTY) -> AttentionMaps:
+        """Every attention's weights, every layer and head, while the model reads ``source`` and
+        its ``rank``-th best translation by a search with ``beam``."""
+        if not isinstance(source, str):
+            raise TypeError("pass one sentence (str)")
+        _check_search(beam, rank, "rank")
+        with self._lock:
+            translator = self.translator(beam, length_penalty)
+            [ids] = translator.encode([source])
+            if not ids:
+                raise NmtError("the sentence has no text to translate")
+            hyps = translator.nbest([source], rank, with_attention=True)[0]
+            if len(hyps) < rank:
+                raise NmtError(f"the search found {len(hyps)} translations, not {rank}")
+            return attention_maps(translator, source, ids, hyps[rank - 1])
+
     def _log_probs(self, src: list[list[int]], tgt: list[list[int]]) -> list[float]:
         batch = make_batch(src, tgt).to(self.device)
         self._model.eval()
@@ -129,6 +150,11 @@ class Model:
             weights = tuple(tuple(round(float(w), 6) for w in row) for row in hyp.attention.tolist())
         return Translation(translator.detokenize([hyp])[0], hyp.score, tuple(self._tokenizer.pieces(hyp.tokens)),
                            tuple(self._tokenizer.pieces(source_ids)), weights)
+
+
+def _check_search(beam: int, n: int, name: str) -> None:
+    if beam < 1 or not 1 <= n <= beam:
+        raise NmtError(f"beam must be >= 1 and {name} between 1 and beam, got beam {beam}, {name} {n}")
 
 
 def _lines(sources: Sequence[str]) -> list[str]:

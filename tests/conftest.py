@@ -111,3 +111,15 @@ def tiny_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--max-steps", "4", *TINY)
     assert result.returncode == 0, result.stderr
     return run
+
+
+@pytest.fixture(scope="session")
+def transformer_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small trained Transformer run (2 layers, 2 heads), shared like ``tiny_run``."""
+    run = tmp_path_factory.mktemp("runs") / "transformer"
+    sizes = [a if a not in ("8", "12") else "16" for a in TINY]
+    sizes[sizes.index("--layers") + 1] = "2"
+    result = nmt("train", "--corpus", corpus, "--run-dir", run, "--max-steps", "30", "--arch", "transformer",
+                 "--heads", "2", "--ff-size", "16", *sizes)
+    assert result.returncode == 0, result.stderr
+    return run

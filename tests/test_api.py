@@ -7,22 +7,12 @@ import threading
 
 import pytest
 import torch
-from conftest import ROOT, TINY, nmt
+from conftest import ROOT
 
 from nmt import api
 from nmt.data.batching import make_batch
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.errors import NmtError
-
-
-@pytest.fixture(scope="module")
-def transformer_run(corpus, tmp_path_factory):
-    run = tmp_path_factory.mktemp("api") / "transformer"
-    sizes = [a if a not in ("8", "12") else "16" for a in TINY]
-    result = nmt("train", "--corpus", corpus, "--run-dir", run, "--max-steps", "30", "--arch", "transformer",
-                 "--heads", "2", "--ff-size", "16", *sizes)
-    assert result.returncode == 0, result.stderr
-    return run
 
 
 def _doctest(text, globs, name):

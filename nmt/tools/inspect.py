@@ -12,6 +12,7 @@ from nmt.config import RunConfig, read_run_config
 from nmt.data.batching import make_batch
 from nmt.errors import NmtError, SettingError
 from nmt.inference.loading import skeleton, weights_file
+from nmt.inference.search import Hypothesis
 from nmt.inference.translate import Translator
 from nmt.models.build import count_parameters, describe, parameters_per_block
 from nmt.report.plotting import AttentionPanel
@@ -85,35 +86,68 @@ class AttentionView:
         return chosen[self.head - 1:self.head], [f"{where}, head {self.head} of {heads}"]
 
 
+# Each kind's (query, key) axis labels.
+AXES = {"cross": ("generated pieces", "source pieces"), "encoder": ("source pieces", "source pieces"),
+        "decoder": ("generated pieces", "decoder input pieces")}
+
+
+@dataclass(frozen=True)
+class AttentionMaps:
+    """Every attention's weights while the model reads ``source`` and one of its translations,
+    ``text``: the teacher-forced pass over the hypothesis's pieces, which gives the weights
+    decoding used (the same states: tests/test_transformer.py).
+
+    ``weights`` by kind (a key of :data:`KINDS` the model has): (layers, heads, queries, keys),
+    float32 on the CPU; ``pieces`` by kind: the (queries, keys) pieces, readable, with ``<s>``
+    and ``</s>`` where the model reads or writes them.
+    """
+
+    source: str
+    text: str
+    score: float
+    weights: dict[str, torch.Tensor]
+    pieces: dict[str, tuple[list[str], list[str]]]
+
+
 @torch.inference_mode()
+def attention_maps(translator: Translator, source: str, source_ids: list[int], hyp: Hypothesis) -> AttentionMaps:
+    """The weights of :class:`AttentionMaps` for ``hyp``, a hypothesis of ``source`` (its
+    ``source_ids``) that kept its attention."""
+    model, pieces = translator.model, translator.tokenizer.pieces
+    rows = hyp.attention.size(0)  # one per generated piece, EOS included when generated
+    batch = make_batch([source_ids], [hyp.tokens[:rows - 1]]).to(translator.device)
+    was_training = model.training
+    model.eval()
+    try:
+        maps = model.attention_maps(batch.src, batch.src_len, batch.tgt_in)
+    finally:
+        model.train(was_training)
+    src = pieces(source_ids) + ["</s>"]
+    generated = pieces(hyp.tokens) + (["</s>"] if rows > len(hyp.tokens) else [])
+    axes = {"cross": (generated, src), "encoder": (src, src), "decoder": (generated, ["<s>"] + generated[:-1])}
+    return AttentionMaps(source, translator.detokenize([hyp])[0], hyp.score,
+                         {kind: w[0].float().cpu() for kind, w in maps.items()},
+                         {kind: axes[kind] for kind in maps})
+
+
 def attention_panels(translator: Translator, lines: list[str], view: AttentionView = AttentionView()
                      ) -> list[AttentionPanel]:
-    """Decode each line, then draw ``view``'s weights from the teacher-forced pass over the
-    translation (the weights decoding used: the same states, see tests/test_inspect.py),
-    labelled with readable pieces."""
+    """Decode each line, then draw ``view``'s weights (:func:`attention_maps`), labelled with
+    readable pieces."""
     src_ids = translator.encode(lines)
     if not all(src_ids):
         raise NmtError("attn-plot needs sentences with some text in them")
-    model, pieces = translator.model, translator.tokenizer.pieces
-    what = f"this {type(model).__name__} model"
+    what = f"this {type(translator.model).__name__} model"
     panels = []
     for line, ids, hyp in zip(lines, src_ids, translator.hypotheses(lines)):
-        rows = hyp.attention.size(0)  # one per generated piece, EOS included when generated
-        batch = make_batch([ids], [hyp.tokens[:rows - 1]]).to(translator.device)
-        maps = model.attention_maps(batch.src, batch.src_len, batch.tgt_in)
-        if view.kind not in maps:
-            raise SettingError("kind", view.kind, f"{what} has {' and '.join(maps)} attention only")
-        weights, captions = view.heads_of(maps[view.kind][0].float().cpu(), what)
-        source = pieces(ids) + ["</s>"]
-        generated = pieces(hyp.tokens) + (["</s>"] if rows > len(hyp.tokens) else [])
-        decoder_inputs = ["<s>"] + generated[:-1]
-        keys, queries, key_label, query_label = {
-            "cross": (source, generated, "source pieces", "generated pieces"),
-            "encoder": (source, source, "source pieces", "source pieces"),
-            "decoder": (decoder_inputs, generated, "decoder input pieces", "generated pieces")}[view.kind]
-        text = translator.detokenize([hyp])[0]
+        maps = attention_maps(translator, line, ids, hyp)
+        if view.kind not in maps.weights:
+            raise SettingError("kind", view.kind, f"{what} has {' and '.join(maps.weights)} attention only")
+        weights, captions = view.heads_of(maps.weights[view.kind], what)
+        queries, keys = maps.pieces[view.kind]
+        query_label, key_label = AXES[view.kind]
         for panel_weights, caption in zip(weights, captions):
-            title = f"{line}\n→ {text}\n{KINDS[view.kind]}, {caption}"
+            title = f"{line}\n→ {maps.text}\n{KINDS[view.kind]}, {caption}"
             panels.append(AttentionPanel(panel_weights, keys, queries, title, key_label, query_label))
     return panels
 

@@ -1,0 +1,66 @@
+"""``nmt serve``: a trained run over HTTP, with a page that shows its attention."""
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from nmt.cli.options import CheckpointOpt, DeviceOpt, Opt, PrecisionOpt, err, user_errors
+from nmt.serve.config import ServeConfig
+
+LIMITS = "Limits"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to ``app``."""
+    app.command(epilog="Example: nmt serve --checkpoint checkpoints/run --port 8000, then open "
+                       "http://127.0.0.1:8000/")(serve)
+
+
+def serve(
+    checkpoint: CheckpointOpt = None,
+    host: Annotated[str, Opt(help="Address to listen on; 0.0.0.0 serves every interface (an explicit "
+                                  "choice: anyone who can reach the machine can use it).")] = ServeConfig.host,
+    port: Annotated[int, Opt(help="Port; 0 lets the system pick one.")] = ServeConfig.port,
+    device: DeviceOpt = "auto",
+    precision: PrecisionOpt = "auto",
+    batch_wait_ms: Annotated[float, Opt(help="How long a request waits for others to share its batch.")]
+    = ServeConfig.batch_wait_ms,
+    max_batch_lines: Annotated[int, Opt(help="Lines decoded in one batch.")] = ServeConfig.max_batch_lines,
+    timeout: Annotated[float, Opt(help="Seconds a request may take before it gets a 503.")] = ServeConfig.timeout_s,
+    max_lines: Annotated[int, Opt(help="Lines in one request.", rich_help_panel=LIMITS)] = ServeConfig.max_lines,
+    max_chars: Annotated[int, Opt(help="Characters in one line.", rich_help_panel=LIMITS)] = ServeConfig.max_chars,
+    max_beam: Annotated[int, Opt(help="Largest beam a request may ask for.", rich_help_panel=LIMITS)]
+    = ServeConfig.max_beam,
+    max_body_bytes: Annotated[int, Opt(help="Size of one request body.", rich_help_panel=LIMITS)]
+    = ServeConfig.max_body_bytes,
+    max_queue_lines: Annotated[int, Opt(help="Lines waiting before the service answers 503 (busy).",
+                                        rich_help_panel=LIMITS)] = ServeConfig.max_queue_lines,
+    access_log: Annotated[bool, Opt(help="Log each request.")] = True,
+) -> None:
+    """Serve a trained run over HTTP: POST /translate and /attention, GET /health, /info, the
+    OpenAPI schema at /openapi.json, and a page at / that translates and draws attention."""
+    from nmt.api import load
+    from nmt.serve.app import create_app
+    from nmt.serve.server import bind
+    from nmt.serve.server import serve as run
+    from nmt.tools.inspect import model_card
+
+    with user_errors():
+        config = ServeConfig(host, port, max_body_bytes, max_lines, max_chars, max_beam, batch_wait_ms,
+                             max_batch_lines, max_queue_lines, timeout)
+        sock = bind(config)  # before loading: a port in use should not cost a model load
+        try:
+            model = load(checkpoint, device, precision)
+            app = create_app(model, config, model_card(model.run))
+            if not config.loopback:
+                err.print(f"[bold yellow]warning:[/] serving on {host}: anyone who can reach this machine "
+                          f"can use the service", highlight=False, soft_wrap=True)
+
+            def ready(address: str) -> None:
+                err.print(f"serving {model.run} ({model.precision} on {model.device}) at {address}  "
+                          f"(Ctrl+C to stop)", highlight=False, soft_wrap=True)
+
+            run(app, config, sock, access_log, ready)
+        finally:
+            sock.close()

@@ -1,0 +1,61 @@
+"""The service's settings: where it listens and what one request may ask for."""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from nmt.errors import NmtError
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """How ``nmt serve`` listens and what it accepts.
+
+    Requests that arrive within ``batch_wait_ms`` of the first waiting one are decoded as one
+    batch of at most ``max_batch_lines`` lines; ``max_queue_lines`` lines may wait before the
+    service answers 503; a request not answered within ``timeout_s`` gets a 503 too.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_body_bytes: int = 64 * 1024
+    max_lines: int = 64
+    max_chars: int = 1000
+    max_beam: int = 8
+    batch_wait_ms: float = 5.0
+    max_batch_lines: int = 64
+    max_queue_lines: int = 4096
+    timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "timeout_s":
+                ok, wanted = value > 0, "> 0"
+            elif f.name == "port":
+                ok, wanted = 0 <= value <= 65535, "between 0 and 65535"
+            elif f.name != "host":
+                low = 0 if f.name == "batch_wait_ms" else 1
+                ok, wanted = value >= low, f">= {low}"
+            if f.name != "host" and not ok:
+                raise NmtError(f"{flag(f.name)} must be {wanted}, got {value}")
+
+    @property
+    def loopback(self) -> bool:
+        """Whether only this machine can reach the service."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    def limits(self) -> dict[str, Any]:
+        """What a client may send, as /info reports it."""
+        return {k: v for k, v in asdict(self).items() if k not in ("host", "port")}
+
+
+def flag(setting: str) -> str:
+    """The ``nmt serve`` flag of a :class:`ServeConfig` field."""
+    return "--timeout" if setting == "timeout_s" else "--" + setting.replace("_", "-")

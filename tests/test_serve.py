@@ -1,0 +1,230 @@
+"""``nmt serve`` over real HTTP (uvicorn on a loopback port): it translates as the Python API
+does, on both architectures; requests that arrive together share a batch; every bad request
+is a JSON refusal, never a traceback; SIGTERM answers the requests in flight, then exits."""
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from contextlib import contextmanager
+from dataclasses import replace
+
+import pytest
+import uvicorn
+from conftest import ROOT, nmt
+
+from nmt.api import load
+from nmt.serve.app import create_app
+from nmt.serve.config import ServeConfig
+from nmt.serve.server import bind, url
+from nmt.tools.inspect import model_card
+
+SENTENCES = ["Tom sees the cat.", "", "Mary likes the big dog today."]
+
+
+@pytest.fixture(scope="module")
+def models(tiny_run, transformer_run):
+    return {"gru": load(tiny_run, precision="fp32"), "transformer": load(transformer_run, precision="fp32")}
+
+
+@contextmanager
+def service(model, **limits):
+    """The application on uvicorn in a thread of this process, on a free loopback port."""
+    config = ServeConfig(port=0, **limits)
+    sock = bind(config)
+    server = uvicorn.Server(uvicorn.Config(create_app(model, config, model_card(model.run)),
+                                           log_config=None, access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield url(sock)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+def call(base, path, body=None, raw=None):
+    """(status, decoded JSON) of a GET, or of a POST of ``body`` as JSON or ``raw`` bytes."""
+    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path.lstrip("/"), data=data,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.mark.parametrize("arch", ["gru", "transformer"])
+def test_translations_are_the_apis(models, arch):
+    model = models[arch]
+    with service(model) as base:
+        status, answer = call(base, "/translate", {"text": SENTENCES, "beam": 3, "nbest": 2})
+    assert status == 200
+    expected = model.translate(SENTENCES, beam=3, nbest=2)
+    assert [[(h["text"], h["pieces"]) for h in hyps] for hyps in answer["translations"]] == \
+        [[(t.text, list(t.pieces)) for t in hyps] for hyps in expected]
+    assert [h["score"] for hyps in answer["translations"] for h in hyps] == \
+        pytest.approx([t.score for hyps in expected for t in hyps], abs=1e-4)
+    assert answer["translations"][1] == []  # the empty line
+
+
+@pytest.mark.parametrize("arch", ["gru", "transformer"])
+def test_attention_has_every_layer_and_head_of_the_chosen_translation(models, arch):
+    model = models[arch]
+    with service(model) as base:
+        _, translated = call(base, "/translate", {"text": [SENTENCES[0]], "beam": 2, "nbest": 2})
+        status, maps = call(base, "/attention", {"text": SENTENCES[0], "beam": 2, "rank": 2})
+        kinds = {kind: call(base, "/attention", {"text": SENTENCES[0], "kind": kind})
+                 for kind in ("encoder", "decoder")}
+    assert status == 200
+    second = translated["translations"][0][1]
+    assert maps["translation"] == second["text"] and maps["score"] == pytest.approx(second["score"], abs=1e-4)
+    assert maps["queries"][:len(second["pieces"])] == second["pieces"]
+    assert maps["keys"][-1] == "</s>"
+    sizes = model_card(model.run)["sizes"]
+    assert (maps["layers"], maps["heads"]) == ((sizes["layers"], sizes["heads"]) if arch == "transformer" else (1, 1))
+    for layer in maps["weights"]:
+        for head in layer:
+            assert len(head) == len(maps["queries"])
+            assert all(len(row) == len(maps["keys"]) and sum(row) == pytest.approx(1, abs=2e-3) for row in head)
+    if arch == "gru":
+        assert all(status == 422 and "cross attention only" in answer["error"] for status, answer in kinds.values())
+    else:
+        (status, encoder), (_, decoder) = kinds["encoder"], kinds["decoder"]
+        assert status == 200 and encoder["queries"] == encoder["keys"]
+        assert decoder["keys"][0] == "<s>" and len(decoder["keys"]) == len(decoder["queries"])
+
+
+BAD = [  # body, status, what the error says
+    (b'{"text": [', 400, "not valid JSON"),
+    (b'["Tom."]', 422, "valid dictionary"),
+    (b'{"text": "Tom."}', 422, "text: Input should be a valid list"),
+    (b'{"text": [1]}', 422, "text.0: Input should be a valid string"),
+    (b'{"text": []}', 422, "text: List should have at least 1 item"),
+    (b'{"text": ["a", "b", "c"]}', 422, "at most 2 items"),
+    (json.dumps({"text": ["x" * 101]}).encode(), 422, "at most 100 characters"),
+    (b'{"text": ["a"], "beam": "5"}', 422, "beam: Input should be a valid integer"),
+    (b'{"text": ["a"], "beam": 0}', 422, "beam: Input should be greater than or equal to 1"),
+    (b'{"text": ["a"], "beam": 5}', 422, "beam: Input should be less than or equal to 4"),
+    (b'{"text": ["a"], "beam": 2, "nbest": 3}', 422, "nbest (3) must be at most beam (2)"),
+    (b'{"text": ["a"], "length_penalty": -1}', 422, "length_penalty"),
+    (b'{"text": ["a"], "checkpoint": "/etc"}', 422, "checkpoint: Extra inputs are not permitted"),
+    (b'{"text": ["' + b"a" * 3000 + b'"]}', 413, "over the service's limit of 2000 bytes"),
+]
+
+
+def test_bad_requests_get_json_refusals(models):
+    with service(models["gru"], max_lines=2, max_chars=100, max_beam=4, max_body_bytes=2000) as base:
+        for body, status, message in BAD:
+            got, answer = call(base, "/translate", raw=body)
+            assert (got, set(answer)) == (status, {"error"}), body
+            assert message in answer["error"] and "Traceback" not in answer["error"], answer
+        assert call(base, "/attention", {"text": "Tom.", "beam": 2, "rank": 3})[0] == 422
+        assert call(base, "/attention", {"text": ""})[0] == 422
+        assert call(base, "/nowhere") == (404, {"error": "Not Found"})
+        assert call(base, "/translate")[0] == 405  # a GET
+        assert call(base, "/health") == (200, {"status": "ok"})  # and it goes on serving
+
+
+def test_info_schema_and_a_self_contained_page(models):
+    with service(models["transformer"], max_lines=7) as base:
+        _, info = call(base, "/info")
+        _, schema = call(base, "/openapi.json")
+        with urllib.request.urlopen(base) as response:
+            page, policy = response.read().decode(), response.headers["Content-Security-Policy"]
+    assert info["model"]["architecture"].startswith("Transformer") and info["limits"]["max_lines"] == 7
+    assert info["precision"] == "fp32" and info["device"] == "cpu"
+    assert {"/translate", "/attention", "/health", "/info"} <= set(schema["paths"])
+    assert schema["components"]["schemas"]["TranslateRequest"]["properties"]["text"]["maxItems"] == 7
+    assert "<script>" in page and not re.search(r"(src|href)=|https?:|//[a-z]", page)  # nothing from outside
+    assert "default-src 'none'" in policy and "connect-src 'self'" in policy
+
+
+def test_requests_arriving_together_share_a_batch(models):
+    model = models["gru"]
+    lines = [f"Tom sees the {w}." for w in ("cat", "dog", "bird", "mouse")]
+    answers = [None] * len(lines)
+    with service(model, batch_wait_ms=400) as base:
+        def ask(k):
+            answers[k] = call(base, "/translate", {"text": [lines[k]], "beam": 2})
+
+        threads = [threading.Thread(target=ask, args=(k,)) for k in range(len(lines))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        _, info = call(base, "/info")
+        call(base, "/translate", {"text": [lines[0]], "beam": 1})  # other settings: a batch of their own
+        _, after = call(base, "/info")
+    assert info["batches decoded"] == 1 and after["batches decoded"] == 2
+    expected = model.translate(lines, beam=2)
+    assert [a[1]["translations"][0][0]["text"] for a in answers] == [hyps[0].text for hyps in expected]
+
+
+def test_slow_or_queued_beyond_the_limits_is_503(models):
+    with service(models["gru"], timeout_s=0.05, batch_wait_ms=300) as base:
+        status, answer = call(base, "/translate", {"text": ["Tom sees the cat."]})
+        assert status == 503 and "longer than the service's limit" in answer["error"]
+    with service(models["gru"], max_queue_lines=2, batch_wait_ms=500) as base:
+        first = threading.Thread(target=call, args=(base, "/translate", {"text": ["a", "b"]}))
+        first.start()
+        time.sleep(0.2)
+        status, answer = call(base, "/translate", {"text": ["c"]})
+        first.join()
+    assert status == 503 and "busy" in answer["error"]
+
+
+def test_only_loopback_addresses_are_private():
+    assert all(ServeConfig(host=h).loopback for h in ("127.0.0.1", "localhost", "::1"))
+    assert not any(ServeConfig(host=h).loopback for h in ("0.0.0.0", "::", "192.168.1.5"))
+    with pytest.raises(Exception, match="--max-lines must be >= 1"):
+        replace(ServeConfig(), max_lines=0)
+
+
+def test_a_port_in_use_or_a_bad_limit_is_one_clear_error(tiny_run):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = nmt("serve", "--checkpoint", tiny_run, "--port", str(port))
+    assert result.returncode == 1 and f"--port {port}: cannot listen on 127.0.0.1" in result.stderr
+    assert "Traceback" not in result.stderr
+    result = nmt("serve", "--checkpoint", tiny_run, "--max-beam", "0")
+    assert result.returncode == 1 and "--max-beam must be >= 1" in result.stderr
+
+
+def test_sigterm_answers_the_request_in_flight_then_exits(tiny_run):
+    server = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "serve", "--checkpoint", str(tiny_run),
+                               "--port", "0", "--batch-wait-ms", "1500"], cwd=ROOT, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        base = _address(server)
+        answer = []
+        request = threading.Thread(target=lambda: answer.append(call(base, "/translate", {"text": ["Tom."]})))
+        request.start()
+        time.sleep(0.5)  # it waits 1.5 s for others to share its batch
+        server.send_signal(signal.SIGTERM)
+        request.join(timeout=60)
+        assert server.wait(timeout=60) == 0
+    finally:
+        server.kill()
+        log = server.stderr.read()
+    assert answer and answer[0][0] == 200 and len(answer[0][1]["translations"]) == 1, log
+    with pytest.raises(urllib.error.URLError):  # and it no longer listens
+        call(base, "/health")
+
+
+def _address(server):
+    """The URL ``nmt serve`` prints once it listens."""
+    for line in server.stderr:
+        found = re.search(r"at (http://\S+/)", line)
+        if found:
+            return found.group(1)
+    raise AssertionError(f"nmt serve exited with {server.wait()} before listening")

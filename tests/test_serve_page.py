@@ -1,0 +1,109 @@
+"""The page ``nmt serve`` serves, in a real headless browser (Debian's chromium, driven by
+Selenium through chromium-driver) on a phone-sized screen: it translates what is typed, draws
+the attention heatmap of a clicked translation with a cell for every source and target piece,
+lets a Transformer's layer and head be chosen, and says when the service refuses a request."""
+import json
+import re
+import shutil
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from conftest import ROOT
+
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and DRIVER),
+    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; .ci/run does)")
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+SENTENCE = "Tom sees the cat."
+PHONE = {"width": 390, "height": 844, "pixelRatio": 2}
+
+
+@pytest.fixture
+def served(transformer_run):
+    server = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "serve", "--checkpoint", str(transformer_run),
+                               "--port", "0", "--max-lines", "2", "--no-access-log"],
+                              cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in server.stderr:
+            found = re.search(r"at (http://\S+/)", line)
+            if found:
+                yield found.group(1)
+                break
+        else:
+            pytest.fail(f"nmt serve exited with {server.wait()} before listening")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+@pytest.fixture
+def browser():
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(argument)
+    options.add_experimental_option("mobileEmulation", {"deviceMetrics": PHONE})
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
+    driver.set_script_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _attention(base, body):
+    request = urllib.request.Request(base + "attention", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request) as response:
+        return json.loads(response.read())
+
+
+def _visible(driver, selector):
+    return WebDriverWait(driver, 60).until(lambda d: [e for e in d.find_elements(By.CSS_SELECTOR, selector)
+                                                      if e.is_displayed()])
+
+
+def test_the_page_translates_and_draws_attention_on_a_phone(served, browser, tmp_path):
+    browser.get(served)
+    WebDriverWait(browser, 60).until(lambda d: "Transformer" in d.find_element(By.ID, "model").text)
+    browser.find_element(By.ID, "source").send_keys(SENTENCE)
+    Select(browser.find_element(By.ID, "beam")).select_by_value("2")
+    Select(browser.find_element(By.ID, "nbest")).select_by_value("2")
+    browser.find_element(By.ID, "translate").click()
+    translations = _visible(browser, "button.translation")
+    assert len(translations) == 2
+
+    translations[1].click()  # the second best
+    cells = _visible(browser, "#heatmap td.cell")
+    expected = _attention(served, {"text": SENTENCE, "beam": 2, "rank": 2})
+    keys = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#heatmap th.key")]
+    queries = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#heatmap th.query")]
+    assert (keys, queries) == (expected["keys"], expected["queries"])
+    assert len(cells) == len(keys) * len(queries) > 0
+    mean = [[float(c.get_attribute("data-weight")) for c in cells[q * len(keys):(q + 1) * len(keys)]]
+            for q in range(len(queries))]
+    last = expected["weights"][-1]
+    assert mean[0][0] == pytest.approx(sum(h[0][0] for h in last) / len(last), abs=1e-3)  # the last layer, mean
+    assert all(browser.find_element(By.ID, control).is_displayed() for control in ("kind", "layer", "head"))
+
+    Select(browser.find_element(By.ID, "layer")).select_by_value("1")
+    Select(browser.find_element(By.ID, "head")).select_by_value("2")
+    cells = browser.find_elements(By.CSS_SELECTOR, "#heatmap td.cell")
+    drawn = [float(c.get_attribute("data-weight")) for c in cells]
+    assert drawn == pytest.approx([w for row in expected["weights"][0][1] for w in row], abs=1e-6)
+    width, page_width = browser.execute_script("return [innerWidth, document.documentElement.scrollWidth]")
+    assert width == PHONE["width"] and page_width <= width  # the page does not scroll sideways
+    shot = tmp_path / "page.png"
+    assert browser.save_screenshot(str(shot)) and shot.read_bytes()[:4] == b"\x89PNG"
+
+    source = browser.find_element(By.ID, "source")
+    source.clear()
+    source.send_keys("Tom.\nMary.\nThe cat.")  # three lines: this service takes two
+    browser.find_element(By.ID, "translate").click()
+    error = _visible(browser, "#error")[0]
+    assert "refused the request (422)" in error.text and "at most 2 items" in error.text
