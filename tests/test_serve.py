@@ -188,6 +188,11 @@ def test_only_loopback_addresses_are_private():
         replace(ServeConfig(), max_lines=0)
 
 
+def test_the_listening_socket_is_tcp_so_connections_get_nodelay():
+    with bind(ServeConfig(port=0)) as sock:  # proto 0 cost each keep-alive request a 40 ms delayed ACK
+        assert sock.proto == socket.IPPROTO_TCP
+
+
 def test_a_port_in_use_or_a_bad_limit_is_one_clear_error(tiny_run):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

@@ -192,12 +192,13 @@ def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastA
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
 
     @app.post("/translate", response_model=Translations)
-    async def translate(request: TranslateRequest) -> dict[str, Any]:
+    async def translate(request: TranslateRequest) -> JSONResponse:
         """The n best translations of each line, decoded in a batch with other clients' lines."""
         results = await asyncio.wait_for(
             batcher.translate(request.text, request.beam, request.nbest, request.length_penalty), config.timeout_s)
-        return {"translations": [[{"text": t.text, "score": t.score, "pieces": list(t.pieces)} for t in hyps]
-                                 for hyps in results]}
+        # Sent as built: validating it against the response model again cost ~8% of the requests/s
+        return JSONResponse({"translations": [[{"text": t.text, "score": t.score, "pieces": t.pieces} for t in hyps]
+                                              for hyps in results]})
 
     @app.post("/attention", response_model=Attention)
     async def attention(request: AttentionRequest) -> dict[str, Any]:

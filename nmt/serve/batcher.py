@@ -35,8 +35,8 @@ class _Job:
 class Batcher:
     """Queues translation requests and decodes them in batches on one worker thread.
 
-    A batch starts ``wait_s`` after its first request arrived (or at once when ``max_lines``
-    lines wait) and takes the waiting requests with the same search settings, up to
+    A batch starts ``wait_s`` after its first request arrived or the previous batch ended,
+    whichever is later (or at once when ``max_lines`` lines wait), and takes the waiting requests with the same search settings, up to
     ``max_lines`` lines (a larger request goes alone). Requests that arrive while a batch is
     decoded wait for the next one. At most ``max_queue`` lines wait; beyond that
     :class:`Busy`.
@@ -49,6 +49,7 @@ class Batcher:
         self._arrival = asyncio.Event()
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="nmt-decode")
         self._task: asyncio.Task | None = None
+        self._last_end = 0.0  # when the previous batch was answered (loop time)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -88,7 +89,9 @@ class Batcher:
                 self._arrival.clear()
                 await self._arrival.wait()
                 continue
-            delay = self._jobs[0].arrived + self.wait_s - loop.time()
+            # Counting from the previous batch's end too lets the clients it answered come back
+            # and join: closed-loop clients otherwise split into two half-size batches for good.
+            delay = max(self._jobs[0].arrived, self._last_end) + self.wait_s - loop.time()
             if delay > 0 and sum(len(job.lines) for job in self._jobs) < self.max_lines:
                 self._arrival.clear()
                 try:  # woken by each arrival, to start at once when the batch is full
@@ -96,8 +99,8 @@ class Batcher:
                 except TimeoutError:
                     pass
                 continue
-            batch = self._take()
-            await self._decode(batch)
+            await self._decode(self._take())
+            self._last_end = loop.time()
 
     def _take(self) -> list[_Job]:
         """The oldest job and the waiting jobs with its settings, up to ``max_lines`` lines."""

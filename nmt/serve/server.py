@@ -23,7 +23,9 @@ def bind(config: ServeConfig) -> socket.socket:
         info = socket.getaddrinfo(config.host, config.port, type=socket.SOCK_STREAM)[0]
     except OSError as e:
         raise NmtError(f"--host {config.host}: {e.strerror or e}") from None
-    sock = socket.socket(info[0], socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted connections only then, and
+    # without it each keep-alive request waited ~40 ms for a delayed ACK
+    sock = socket.socket(info[0], socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(info[4])
