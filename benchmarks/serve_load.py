@@ -4,12 +4,14 @@
 
 Starts ``nmt serve`` on a free loopback port, sends ``--requests`` POST /translate requests of
 one sentence each (the run's test sources, in turn) from 1, 4 and 16 concurrent clients
+(16 twice)
 (threads, each on its own keep-alive connection), and prints for each level: requests a
 second, p50 and p99 latency, errors (anything but 200; must be 0) and the service's resident
 memory before and after (it must stay flat). Then it stops the service and translates the same
 sentences with ``nmt translate`` (one process, the file at once), for comparison: its
-wall-clock time, start-up included, and its decoding time alone (``nmt.api`` on the same
-lines). On a 2-core machine the clients share the cores with the service, as a local load
+wall-clock time, start-up included, its decoding time alone (``nmt.api`` on the same lines),
+and the decoding time in batches as large as the service's largest (one sentence from each
+of the most clients). On a 2-core machine the clients share the cores with the service, as a local load
 generator does: the figures are the service's under that load, not a lone server's.
 """
 from __future__ import annotations
@@ -98,7 +100,7 @@ def _level(port: int, sentences: list[str], requests: int, clients: int, beam: i
             "p99_ms": round(cuts[98] * 1000, 1), "errors": len(errors), "first_errors": errors[:3]}
 
 
-def _batch_translate(run: Path, sentences: list[str], beam: int) -> dict:
+def _batch_translate(run: Path, sentences: list[str], beam: int, clients: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "src.txt"
         source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
@@ -113,16 +115,23 @@ def _batch_translate(run: Path, sentences: list[str], beam: int) -> dict:
     start = time.perf_counter()
     model.translate(sentences, beam=beam)
     decode = time.perf_counter() - start
+    start = time.perf_counter()  # the service's largest batch: one sentence from each client
+    for i in range(0, len(sentences), clients):
+        model.translate(sentences[i:i + clients], beam=beam)
+    small = time.perf_counter() - start
     return {"sentences": len(sentences), "cli_seconds": round(wall, 2),
             "cli_sentences_per_s": round(len(sentences) / wall, 1), "decode_seconds": round(decode, 2),
-            "decode_sentences_per_s": round(len(sentences) / decode, 1)}
+            "decode_sentences_per_s": round(len(sentences) / decode, 1),
+            f"batches_of_{clients}_sentences_per_s": round(len(sentences) / small, 1)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, required=True, help="A run directory.")
     parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--clients", default="1,4,16,16", help="Levels; the last is repeated by default: "
+                        "the first pass at 16 grows the allocator to 16-sentence batches, the repeat "
+                        "shows whether memory keeps growing.")
     parser.add_argument("--beam", type=int, default=1)
     parser.add_argument("--max-seconds", type=float, default=300, help="Per level: stop sending after this.")
     parser.add_argument("--json-out", type=Path)
@@ -144,15 +153,17 @@ def main() -> None:
         finally:
             server.terminate()
             server.wait(timeout=120)
-    batch = _batch_translate(args.checkpoint, sentences, args.beam)
+    most = max(map(int, args.clients.split(",")))
+    batch = _batch_translate(args.checkpoint, sentences, args.beam, most)
     print(json.dumps({"nmt translate": batch}))
-    print(f"\n| clients | requests/s | p50 ms | p99 ms | errors | RSS before → after |")
+    print("\n| clients | requests/s | p50 ms | p99 ms | errors | RSS before → after |")
     print("|---|---|---|---|---|---|")
     for r in levels:
         print(f"| {r['clients']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['errors']} | "
               f"{r['rss_before_mb']} → {r['rss_after_mb']} MB |")
     print(f"| nmt translate (file) | {batch['cli_sentences_per_s']} sentences/s with start-up, "
-          f"{batch['decode_sentences_per_s']} decoding alone | | | | |")
+          f"{batch['decode_sentences_per_s']} decoding alone, {batch[f'batches_of_{most}_sentences_per_s']} "
+          f"in batches of {most} | | | | |")
     if args.json_out:
         args.json_out.write_text(json.dumps({"levels": levels, "nmt translate": batch,
                                              "cpu": os.cpu_count()}, indent=1))

@@ -67,8 +67,10 @@ class Translator:
         ids = self.encode(lines)
         results: list[list[Hypothesis]] = [[] for _ in lines]
         todo = [i for i, seq in enumerate(ids) if seq]
-        chunks = [[todo[k] for k in chunk]
-                  for chunk in length_sorted_chunks([len(ids[i]) for i in todo], batch_size)]
+        # Fewer lines than the workers' batches: one batch a worker still beats one batch on all
+        # threads (16 lines, a service's batch: 20% faster on 2 cores)
+        size = max(1, min(batch_size, -(-len(todo) // self.parallel_workers())))
+        chunks = [[todo[k] for k in chunk] for chunk in length_sorted_chunks([len(ids[i]) for i in todo], size)]
         argmax = None if with_scores else self._greedy_argmax()
         decoded = self._decode_all(
             chunks, lambda index: self._decode_batch([ids[i] for i in index], n, with_scores,
