@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import urllib.request
+from contextlib import contextmanager
 
 import pytest
 from conftest import ROOT
@@ -25,9 +26,10 @@ SENTENCE = "Tom sees the cat."
 PHONE = {"width": 390, "height": 844, "pixelRatio": 2}
 
 
-@pytest.fixture
-def served(transformer_run):
-    server = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "serve", "--checkpoint", str(transformer_run),
+@contextmanager
+def serving(run):
+    """``nmt serve`` of ``run`` in a process of its own; its address."""
+    server = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "serve", "--checkpoint", str(run),
                                "--port", "0", "--max-lines", "2", "--no-access-log"],
                               cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
@@ -41,6 +43,12 @@ def served(transformer_run):
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+@pytest.fixture
+def served(transformer_run):
+    with serving(transformer_run) as base:
+        yield base
 
 
 @pytest.fixture
@@ -68,10 +76,14 @@ def _visible(driver, selector):
                                                       if e.is_displayed()])
 
 
-def test_the_page_translates_and_draws_attention_on_a_phone(served, browser, tmp_path):
-    browser.get(served)
-    WebDriverWait(browser, 60).until(lambda d: "Transformer" in d.find_element(By.ID, "model").text)
+def _open(browser, base, architecture):
+    browser.get(base)
+    WebDriverWait(browser, 60).until(lambda d: architecture in d.find_element(By.ID, "model").text)
     browser.find_element(By.ID, "source").send_keys(SENTENCE)
+
+
+def test_the_page_translates_and_draws_attention_on_a_phone(served, browser, tmp_path):
+    _open(browser, served, "Transformer")
     Select(browser.find_element(By.ID, "beam")).select_by_value("2")
     Select(browser.find_element(By.ID, "nbest")).select_by_value("2")
     browser.find_element(By.ID, "translate").click()
@@ -107,3 +119,14 @@ def test_the_page_translates_and_draws_attention_on_a_phone(served, browser, tmp
     browser.find_element(By.ID, "translate").click()
     error = _visible(browser, "#error")[0]
     assert "refused the request (422)" in error.text and "at most 2 items" in error.text
+
+
+def test_a_gru_run_draws_its_one_map_with_no_layer_or_head_to_choose(tiny_run, browser):
+    with serving(tiny_run) as base:
+        _open(browser, base, "GRU")
+        browser.find_element(By.ID, "translate").click()
+        _visible(browser, "button.translation")[0].click()
+        cells = _visible(browser, "#heatmap td.cell")
+        expected = _attention(base, {"text": SENTENCE})
+    assert len(cells) == len(expected["keys"]) * len(expected["queries"]) > 0
+    assert not any(browser.find_element(By.ID, control).is_displayed() for control in ("kind", "layer", "head"))
