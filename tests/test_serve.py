@@ -172,10 +172,10 @@ def test_slow_or_queued_beyond_the_limits_is_503(models):
     with service(models["gru"], timeout_s=0.05, batch_wait_ms=300) as base:
         status, answer = call(base, "/translate", {"text": ["Tom sees the cat."]})
         assert status == 503 and "longer than the service's limit" in answer["error"]
-    with service(models["gru"], max_queue_lines=2, batch_wait_ms=500) as base:
+    with service(models["gru"], max_queue_lines=2, batch_wait_ms=2000) as base:
         first = threading.Thread(target=call, args=(base, "/translate", {"text": ["a", "b"]}))
         first.start()
-        time.sleep(0.2)
+        time.sleep(0.6)  # the first waits 2 s for company
         status, answer = call(base, "/translate", {"text": ["c"]})
         first.join()
     assert status == 503 and "busy" in answer["error"]
@@ -207,14 +207,14 @@ def test_a_port_in_use_or_a_bad_limit_is_one_clear_error(tiny_run):
 
 def test_sigterm_answers_the_request_in_flight_then_exits(tiny_run):
     server = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "serve", "--checkpoint", str(tiny_run),
-                               "--port", "0", "--batch-wait-ms", "1500"], cwd=ROOT, stderr=subprocess.PIPE,
+                               "--port", "0", "--batch-wait-ms", "3000"], cwd=ROOT, stderr=subprocess.PIPE,
                               text=True)
     try:
         base = _address(server)
         answer = []
         request = threading.Thread(target=lambda: answer.append(call(base, "/translate", {"text": ["Tom."]})))
         request.start()
-        time.sleep(0.5)  # it waits 1.5 s for others to share its batch
+        time.sleep(1)  # it waits 3 s for others to share its batch
         server.send_signal(signal.SIGTERM)
         request.join(timeout=60)
         assert server.wait(timeout=60) == 0
