@@ -10,7 +10,7 @@ import typer
 from rich.logging import RichHandler
 
 from nmt import __version__
-from nmt.cli import serve_command, tool_commands
+from nmt.cli import demo_command, serve_command, tool_commands
 from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, KernelsOpt, Opt, PenaltyOpt,
                              PrecisionOpt, at_least, err, load_translator, user_errors, with_default)
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
@@ -266,6 +266,7 @@ def eval_(
 
 tool_commands.register(app)
 serve_command.register(app)
+demo_command.register(app)
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Figures: attention heatmaps and training curves. The only module that imports matplotlib."""
+"""Figures: attention heatmaps and training curves. matplotlib is imported here only, through
+:func:`pyplot` (the demos' panels, :mod:`nmt.report.panels`, draw through it too)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ class AttentionPanel:
     query_label: str = "generated pieces"
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
     matplotlib.use("Agg")  # headless: no display needed
     import matplotlib.pyplot as plt
@@ -64,7 +65,7 @@ def plot_attention(panels: list[AttentionPanel], path: Path, columns: int = GRID
     than 32 x 32 inches (4,800 x 4,800 pixels at 150 dpi)."""
     fmt = figure_format(path)
     check_panels(len(panels))
-    plt = _pyplot()
+    plt = pyplot()
     cols = min(columns, MAX_COLUMNS, len(panels))
     rows = -(-len(panels) // cols)
     width = max(_side(len(p.keys), 0.4) for p in panels)
@@ -74,14 +75,14 @@ def plot_attention(panels: list[AttentionPanel], path: Path, columns: int = GRID
         ax.set_axis_off()
     for ax, panel in zip(axes.flat, panels):
         image = ax.imshow(panel.weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-        _ticks(ax.set_xticks, panel.keys, rotation=60, ha="right")
-        _ticks(ax.set_yticks, panel.queries)
+        label_ticks(ax.set_xticks, panel.keys, rotation=60, ha="right")
+        label_ticks(ax.set_yticks, panel.queries)
         ax.set_xlabel(panel.key_label)
         ax.set_ylabel(panel.query_label)
         ax.set_title(_short(panel.title), fontsize=9, wrap=True)
         fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
-    _save(fig, path, fmt, keep_links=True)
+    save_figure(fig, path, fmt, keep_links=True)
 
 
 def _side(pieces: int, inches_per_piece: float) -> float:
@@ -90,7 +91,7 @@ def _side(pieces: int, inches_per_piece: float) -> float:
     return min(high, max(low, inches_per_piece * pieces + 1.5))
 
 
-def _ticks(set_ticks: Callable[..., Any], labels: list[str], **style: Any) -> None:
+def label_ticks(set_ticks: Callable[..., Any], labels: list[str], **style: Any) -> None:
     """Label every piece, or every k-th one on a long axis, so labels never overlap."""
     k = -(-len(labels) // MAX_TICKS)
     positions = range(0, len(labels), k)
@@ -104,7 +105,7 @@ def _short(title: str, limit: int = 160) -> str:
 
 def plot_training_curve(records: list[dict], path: Path) -> None:
     """Training loss and validation BLEU over steps, two y-axes."""
-    plt = _pyplot()
+    plt = pyplot()
     fig, loss_ax = plt.subplots(figsize=(7, 4))
     steps = [r["step"] for r in records]
     loss_ax.plot(steps, [r.get("train_loss") for r in records], "o-", color="tab:blue", label="train loss")
@@ -116,11 +117,11 @@ def plot_training_curve(records: list[dict], path: Path) -> None:
     bleu_ax.set_ylabel("validation BLEU")
     fig.legend(loc="upper center", ncol=3, fontsize=8)
     fig.tight_layout()
-    _save(fig, path, figure_format(path))
+    save_figure(fig, path, figure_format(path))
 
 
-def _save(fig: Any, path: Path, fmt: str, keep_links: bool = False) -> None:
-    plt = _pyplot()
+def save_figure(fig: Any, path: Path, fmt: str, keep_links: bool = False) -> None:
+    plt = pyplot()
     try:
         with atomic_path(path, keep_links) as tmp:
             fig.savefig(tmp, format=fmt, dpi=150)
