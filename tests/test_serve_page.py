@@ -52,10 +52,12 @@ def served(transformer_run):
 
 
 @pytest.fixture
-def browser():
+def browser(tmp_path_factory):
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+    profile = tmp_path_factory.mktemp("chromium")  # its profile and caches, not loose in /tmp
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                     f"--user-data-dir={profile}", f"--disk-cache-dir={profile / 'cache'}"):
         options.add_argument(argument)
     options.add_experimental_option("mobileEmulation", {"deviceMetrics": PHONE})
     driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
