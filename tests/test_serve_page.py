@@ -86,6 +86,7 @@ def _open(browser, base, architecture):
 
 def test_the_page_translates_and_draws_attention_on_a_phone(served, browser, tmp_path):
     _open(browser, served, "Transformer")
+    assert "fp32 on cpu" in browser.find_element(By.ID, "model").text  # serve's auto on a CPU, even with bf16
     Select(browser.find_element(By.ID, "beam")).select_by_value("2")
     Select(browser.find_element(By.ID, "nbest")).select_by_value("2")
     browser.find_element(By.ID, "translate").click()
