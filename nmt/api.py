@@ -106,6 +106,13 @@ class Model:
                     scores[i] = value
             return scores
 
+    @property
+    def attention_kinds(self) -> tuple[str, ...]:
+        """The attentions :meth:`attention` returns: "cross" (encoder-decoder), and a
+        Transformer's "encoder" and "decoder" self-attention."""
+        from nmt.models.transformer.model import Transformer
+        return ("cross", "encoder", "decoder") if isinstance(self._model, Transformer) else ("cross",)
+
     def attention(self, source: str, beam: int = 1, rank: int = 1,
                   length_penalty: float = DEFAULT_LENGTH_PENALTY) -> AttentionMaps:
         """Every attention's weights, every layer and head, while the model reads ``source`` and

@@ -75,6 +75,8 @@ def test_the_cli_lists_runs_and_writes_each_figure(tmp_path, tiny_run):
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == sorted(f"{n}.png" for n in demos())
     assert "largest error" in result.stdout and "output (2, 4, 100)" in result.stdout
+    result = nmt("demo", "positions", "-o", f"{tmp_path}/figs.v2/")  # a directory, by its slash
+    assert result.returncode == 0 and (tmp_path / "figs.v2" / "positions.png").is_file(), result.stderr
 
 
 @pytest.mark.parametrize("args, message", [

@@ -95,7 +95,7 @@ def test_attention_has_every_layer_and_head_of_the_chosen_translation(models, ar
             assert len(head) == len(maps["queries"])
             assert all(len(row) == len(maps["keys"]) and sum(row) == pytest.approx(1, abs=2e-3) for row in head)
     if arch == "gru":
-        assert all(status == 422 and "cross attention only" in answer["error"] for status, answer in kinds.values())
+        assert all(status == 422 and "kind: Input should be 'cross'" in answer["error"] for status, answer in kinds.values())
     else:
         (status, encoder), (_, decoder) = kinds["encoder"], kinds["decoder"]
         assert status == 200 and encoder["queries"] == encoder["keys"]
@@ -131,6 +131,10 @@ def test_bad_requests_get_json_refusals(models):
         assert call(base, "/nowhere") == (404, {"error": "Not Found"})
         assert call(base, "/translate")[0] == 405  # a GET
         assert call(base, "/health") == (200, {"status": "ok"})  # and it goes on serving
+        rebound = urllib.request.Request(base + "info", headers={"Host": "attacker.example:8000"})
+        with pytest.raises(urllib.error.HTTPError) as refused:  # a page elsewhere, by DNS rebinding
+            urllib.request.urlopen(rebound)
+        assert refused.value.code == 400 and "this machine only" in json.loads(refused.value.read())["error"]
 
 
 def test_info_schema_and_a_self_contained_page(models):
@@ -150,42 +154,53 @@ def test_info_schema_and_a_self_contained_page(models):
 def test_requests_arriving_together_share_a_batch(models):
     model = models["gru"]
     lines = [f"Tom sees the {w}." for w in ("cat", "dog", "bird", "mouse")]
-    answers = [None] * len(lines)
-    with service(model, batch_wait_ms=400) as base:
-        def ask(k):
-            answers[k] = call(base, "/translate", {"text": [lines[k]], "beam": 2})
+    asked = [(line, beam) for beam in (2, 1) for line in lines]
+    answers = {}
+    # A batch starts when 4 lines with its settings wait: two batches, whatever the timing.
+    with service(model, max_batch_lines=4, batch_wait_ms=60_000) as base:
+        def ask(line, beam):
+            answers[line, beam] = call(base, "/translate", {"text": [line], "beam": beam})
 
-        threads = [threading.Thread(target=ask, args=(k,)) for k in range(len(lines))]
+        threads = [threading.Thread(target=ask, args=pair) for pair in asked]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         _, info = call(base, "/info")
-        call(base, "/translate", {"text": [lines[0]], "beam": 1})  # other settings: a batch of their own
-        _, after = call(base, "/info")
-    assert info["batches decoded"] == 1 and after["batches decoded"] == 2
-    expected = model.translate(lines, beam=2)
-    assert [a[1]["translations"][0][0]["text"] for a in answers] == [hyps[0].text for hyps in expected]
+    assert info["batches decoded"] == 2 and info["lines waiting"] == 0
+    for beam in (2, 1):
+        expected = [hyps[0].text for hyps in model.translate(lines, beam=beam)]
+        assert [answers[line, beam][1]["translations"][0][0]["text"] for line in lines] == expected
+
+
+def _until(base, lines_waiting):
+    """Poll /info until ``lines_waiting`` lines wait (60 s at most)."""
+    deadline = time.monotonic() + 60
+    while call(base, "/info")[1]["lines waiting"] != lines_waiting:
+        assert time.monotonic() < deadline, "the request never arrived"
+        time.sleep(0.05)
 
 
 def test_slow_or_queued_beyond_the_limits_is_503(models):
     with service(models["gru"], timeout_s=0.05, batch_wait_ms=300) as base:
         status, answer = call(base, "/translate", {"text": ["Tom sees the cat."]})
         assert status == 503 and "longer than the service's limit" in answer["error"]
-    with service(models["gru"], max_queue_lines=2, batch_wait_ms=2000) as base:
+    with service(models["gru"], max_lines=2, max_queue_lines=2, batch_wait_ms=60_000) as base:
         first = threading.Thread(target=call, args=(base, "/translate", {"text": ["a", "b"]}))
         first.start()
-        time.sleep(0.6)  # the first waits 2 s for company
+        _until(base, 2)
         status, answer = call(base, "/translate", {"text": ["c"]})
-        first.join()
-    assert status == 503 and "busy" in answer["error"]
+        attention, _ = call(base, "/attention", {"text": "c"})  # a call counts too
+    assert status == attention == 503 and "busy: 2 lines are waiting" in answer["error"]
 
 
 def test_only_loopback_addresses_are_private():
     assert all(ServeConfig(host=h).loopback for h in ("127.0.0.1", "localhost", "::1"))
     assert not any(ServeConfig(host=h).loopback for h in ("0.0.0.0", "::", "192.168.1.5"))
-    with pytest.raises(Exception, match="--max-lines must be >= 1"):
+    with pytest.raises(Exception, match="--max-lines must be a finite number >= 1"):
         replace(ServeConfig(), max_lines=0)
+    with pytest.raises(Exception, match="--timeout must be a finite number > 0"):
+        replace(ServeConfig(), timeout_s=float("inf"))
 
 
 def test_the_listening_socket_is_tcp_so_connections_get_nodelay():
@@ -202,7 +217,9 @@ def test_a_port_in_use_or_a_bad_limit_is_one_clear_error(tiny_run):
     assert result.returncode == 1 and f"--port {port}: cannot listen on 127.0.0.1" in result.stderr
     assert "Traceback" not in result.stderr
     result = nmt("serve", "--checkpoint", tiny_run, "--max-beam", "0")
-    assert result.returncode == 1 and "--max-beam must be >= 1" in result.stderr
+    assert result.returncode == 1 and "--max-beam must be a finite number >= 1" in result.stderr
+    result = nmt("serve", "--checkpoint", tiny_run, "--max-queue-lines", "10")
+    assert result.returncode == 1 and "--max-queue-lines (10) must be at least --max-lines (64)" in result.stderr
 
 
 def test_sigterm_answers_the_request_in_flight_then_exits(tiny_run):
@@ -214,7 +231,7 @@ def test_sigterm_answers_the_request_in_flight_then_exits(tiny_run):
         answer = []
         request = threading.Thread(target=lambda: answer.append(call(base, "/translate", {"text": ["Tom."]})))
         request.start()
-        time.sleep(1)  # it waits 3 s for others to share its batch
+        _until(base, 1)  # it waits 3 s for others to share its batch
         server.send_signal(signal.SIGTERM)
         request.join(timeout=60)
         assert server.wait(timeout=60) == 0

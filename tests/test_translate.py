@@ -37,7 +37,8 @@ def test_parallel_workers_give_the_same_translations_and_restore_mode_and_thread
     lines = ["Tom sees the cat.", "Mary.", "The big red bird chases the small mouse now.", "",
              "Tom likes Mary.", "The dog sleeps."]
     threads = torch.get_num_threads()
-    one = Translator(model, tokenizer, torch.device("cpu"), beam=3, workers=1).nbest(lines, 2, batch_size=2)
-    two = Translator(model, tokenizer, torch.device("cpu"), beam=3, workers=2).nbest(lines, 2, batch_size=2)
-    assert [[h.tokens for h in hyps] for hyps in one] == [[h.tokens for h in hyps] for hyps in two]
+    for batch_size in (2, 64):  # 64: one batch for one worker, a batch each for two
+        one = Translator(model, tokenizer, torch.device("cpu"), beam=3, workers=1).nbest(lines, 2, batch_size)
+        two = Translator(model, tokenizer, torch.device("cpu"), beam=3, workers=2).nbest(lines, 2, batch_size)
+        assert [[h.tokens for h in hyps] for hyps in one] == [[h.tokens for h in hyps] for hyps in two]
     assert model.training and torch.get_num_threads() == threads

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,8 +20,8 @@ def register(app: typer.Typer) -> None:
 
 def demo(
     name: Annotated[Optional[str], typer.Argument(help="The demo (see --list), or all.", show_default=False)] = None,
-    output: Annotated[Optional[Path], Opt("--output", "-o", help="Figure file (.png, .svg or .pdf), or a directory "
-                                          "to write NAME.png in. \\[default: NAME.png]")] = None,
+    output: Annotated[Optional[str], Opt("--output", "-o", help="Figure file (.png, .svg or .pdf), or a directory "
+                                         "to write NAME.png in. \\[default: NAME.png]")] = None,
     list_demos: Annotated[bool, Opt("--list", help="Name each demo and what it shows.")] = False,
     seed: Annotated[int, Opt(help="Random seed: the same seed draws the same figures.")] = 0,
     epochs: Annotated[int, Opt(help="pooling: SGD epochs of the learned width.")] = 5,
@@ -41,6 +42,8 @@ def demo(
             print_out("\n".join(f"{n:<{width}}  {d.summary}" for n, d in gallery.items()))
             return
         names = _chosen(name, gallery, checkpoint is not None)
+        if name == "all" and checkpoint is None:
+            err.print("note: bahdanau shows a trained run; give --checkpoint to include it", highlight=False)
         at_least("--epochs", epochs)
         if not (math.isfinite(lr) and lr > 0):
             raise NmtError(f"--lr must be a finite number > 0, got {lr}")
@@ -62,16 +65,18 @@ def _chosen(name: str, gallery: dict, with_run: bool) -> list[str]:
     return [name]
 
 
-def _figure_path(output: Path | None, name: str, several: bool) -> Path:
-    """Where demo ``name``'s figure goes: ``output`` itself, or NAME.png in it when it is a
+def _figure_path(given: str | None, name: str, several: bool) -> Path:
+    """Where demo ``name``'s figure goes: ``given`` itself, or NAME.png in it when it is a
     directory (existing, ending in /, or without a suffix) or several demos run."""
     from nmt.report.plotting import figure_format
 
-    if output is None:
+    if given is None:
         return Path(f"{name}.png")
-    if output.is_dir() or str(output).endswith("/") or not output.suffix or several:
-        if output.suffix and not output.is_dir():
-            raise NmtError(f"--output {output}: several demos write several figures; give a directory")
+    output = Path(given)
+    directory = output.is_dir() or given.endswith(("/", os.sep)) or not output.suffix
+    if several and not directory:
+        raise NmtError(f"--output {given}: several demos write several figures; give a directory")
+    if directory:
         output.mkdir(parents=True, exist_ok=True)
         return output / f"{name}.png"
     figure_format(output)

@@ -35,7 +35,7 @@ class Curves:
 @dataclass(frozen=True)
 class Heatmap:
     """``values`` (rows, columns) drawn row by row from the top; ticks label every row or
-    column when given (None: numbered from ``first``); the colour bar says what a value is."""
+    column when given (None: numbered from 0); the colour bar says what a value is."""
 
     title: str
     values: torch.Tensor
@@ -44,7 +44,6 @@ class Heatmap:
     colorbar: str
     xticks: list[str] | None = None
     yticks: list[str] | None = None
-    first: int = 0
     limits: tuple[float, float] | None = None  # None: the values' own range
     cmap: str = "viridis"
 
@@ -86,11 +85,11 @@ def _heatmap(fig, ax, panel: Heatmap) -> None:
     if panel.xticks is not None:
         label_ticks(ax.set_xticks, panel.xticks, rotation=60, ha="right")
     else:
-        ax.set_xticks(_numbered(cols), [str(i + panel.first) for i in _numbered(cols)])
+        ax.set_xticks(_numbered(cols), [str(i) for i in _numbered(cols)])
     if panel.yticks is not None:
         label_ticks(ax.set_yticks, panel.yticks)
     else:
-        ax.set_yticks(_numbered(rows), [str(i + panel.first) for i in _numbered(rows)])
+        ax.set_yticks(_numbered(rows), [str(i) for i in _numbered(rows)])
     ax.set_xlabel(panel.xlabel)
     ax.set_ylabel(panel.ylabel)
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04).set_label(panel.colorbar, fontsize=8)

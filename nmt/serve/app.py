@@ -8,6 +8,8 @@ request names a file: the run is chosen when the service starts.
 # No ``from __future__ import annotations``: the request models are built per limits inside
 # a function, and pydantic must see their annotations as objects.
 import asyncio
+import ipaddress
+import json
 import logging
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -15,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -61,9 +63,9 @@ class Refusal(BaseModel):
     error: str
 
 
-def request_models(config: ServeConfig) -> tuple[type[BaseModel], type[BaseModel]]:
-    """The /translate and /attention request bodies under ``config``'s limits (strict: "5" is
-    not a beam size; unknown fields are refused)."""
+def request_models(config: ServeConfig, kinds: tuple[str, ...]) -> tuple[type[BaseModel], type[BaseModel]]:
+    """The /translate and /attention request bodies under ``config``'s limits and for a model
+    with attention ``kinds`` (strict: "5" is not a beam size; unknown fields are refused)."""
     Line = Annotated[str, StringConstraints(max_length=config.max_chars)]
     Beam = Annotated[int, Field(ge=1, le=config.max_beam, description="1: greedy search.")]
     Penalty = Annotated[float, Field(ge=0, allow_inf_nan=False, description="GNMT alpha for beam search.")]
@@ -88,7 +90,7 @@ def request_models(config: ServeConfig) -> tuple[type[BaseModel], type[BaseModel
         beam: Beam = 1
         rank: Annotated[int, Field(ge=1, description="Which of the n best: 1 the best.")] = 1
         length_penalty: Penalty = DEFAULT_LENGTH_PENALTY
-        kind: Literal["cross", "encoder", "decoder"] = "cross"
+        kind: Literal[kinds] = "cross"  # type: ignore[valid-type]
 
         @model_validator(mode="after")
         def _rank_within_beam(self) -> "AttentionRequest":
@@ -137,6 +139,35 @@ class BodyLimit:
         await response(scope, receive, send)
 
 
+class LocalNamesOnly:
+    """On a loopback address, answers only requests addressed to this machine (Host
+    localhost or a loopback address): a web page elsewhere cannot reach the service by
+    rebinding its own name to 127.0.0.1 (DNS rebinding)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if not _local_name(host):
+                refusal = JSONResponse({"error": f"this service answers requests for this machine only, "
+                                                 f"not for Host {host!r}"}, status_code=400)
+                return await refusal(scope, receive, send)
+        await self.app(scope, receive, send)
+
+
+def _local_name(host: str) -> bool:
+    """Whether a Host header (name or address, and a port) names this machine."""
+    name = host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 def _location(loc: tuple) -> str:
     parts = [str(p) for p in loc if p != "body"]
     return ".".join(parts) + ": " if parts else ""
@@ -176,7 +207,7 @@ def _handlers(app: FastAPI) -> None:
 
 def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastAPI:
     """The service of ``model``; ``card`` is the run's model card (``nmt info``)."""
-    TranslateRequest, AttentionRequest = request_models(config)
+    TranslateRequest, AttentionRequest = request_models(config, model.attention_kinds)
     batcher = Batcher(model, config.batch_wait_ms / 1000, config.max_batch_lines, config.max_queue_lines)
 
     @asynccontextmanager
@@ -190,6 +221,8 @@ def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastA
                   description="Translate with a trained nmt run; see its attention.", responses=refusals)
     _handlers(app)
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    if config.loopback:
+        app.add_middleware(LocalNamesOnly)
 
     @app.post("/translate", response_model=Translations)
     async def translate(request: TranslateRequest) -> JSONResponse:
@@ -200,19 +233,25 @@ def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastA
         return JSONResponse({"translations": [[{"text": t.text, "score": t.score, "pieces": t.pieces} for t in hyps]
                                               for hyps in results]})
 
-    @app.post("/attention", response_model=Attention)
-    async def attention(request: AttentionRequest) -> dict[str, Any]:
-        """Every layer's and head's weights of one attention while the model reads a sentence
-        and its ``rank``-th best translation."""
-        maps = await asyncio.wait_for(batcher.call(model.attention, request.text, request.beam, request.rank,
-                                                   request.length_penalty), config.timeout_s)
-        if request.kind not in maps.weights:
-            raise NmtError(f"this model has {' and '.join(maps.weights)} attention only, not {request.kind}")
+    def attention_reply(request: Any) -> bytes:
+        """The /attention answer, encoded on the worker: a large map takes the event loop seconds."""
+        maps = model.attention(request.text, request.beam, request.rank, request.length_penalty)
         weights = maps.weights[request.kind]
         queries, keys = maps.pieces[request.kind]
-        return {"source": maps.source, "translation": maps.text, "score": maps.score, "kind": request.kind,
-                "layers": weights.size(0), "heads": weights.size(1), "queries": queries, "keys": keys,
-                "weights": weights.round(decimals=4).tolist()}
+        answer = {"source": maps.source, "translation": maps.text, "score": maps.score, "kind": request.kind,
+                  "layers": weights.size(0), "heads": weights.size(1), "queries": queries, "keys": keys,
+                  "weights": weights.round(decimals=4).tolist()}
+        try:
+            return json.dumps(answer, ensure_ascii=False, allow_nan=False).encode()
+        except ValueError:
+            raise NmtError("the model gave non-finite attention weights or scores: is the run diverged?") from None
+
+    @app.post("/attention", response_model=Attention)
+    async def attention(request: AttentionRequest) -> Response:
+        """Every layer's and head's weights of one attention while the model reads a sentence
+        and its ``rank``-th best translation."""
+        body = await asyncio.wait_for(batcher.call(attention_reply, request), config.timeout_s)
+        return Response(body, media_type="application/json")
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -223,7 +262,8 @@ def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastA
     async def info() -> dict[str, Any]:
         """The model card (as ``nmt info`` shows it), how it decodes, and the request limits."""
         return {"model": card, "device": str(model.device), "precision": model.precision,
-                "limits": config.limits(), "batches decoded": batcher.batches}
+                "attention kinds": list(model.attention_kinds), "limits": config.limits(),
+                "batches decoded": batcher.batches, "lines waiting": batcher.waiting}
 
     page = resources.files("nmt.serve").joinpath("page.html").read_text(encoding="utf-8")
 

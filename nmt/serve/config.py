@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ipaddress
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -12,9 +13,10 @@ from nmt.errors import NmtError
 class ServeConfig:
     """How ``nmt serve`` listens and what it accepts.
 
-    Requests that arrive within ``batch_wait_ms`` of the first waiting one are decoded as one
-    batch of at most ``max_batch_lines`` lines; ``max_queue_lines`` lines may wait before the
-    service answers 503; a request not answered within ``timeout_s`` gets a 503 too.
+    A batch starts ``batch_wait_ms`` after the later of its first request's arrival and the
+    previous batch's end, and holds at most ``max_batch_lines`` lines of requests with the same
+    search settings (:class:`nmt.serve.batcher.Batcher`); ``max_queue_lines`` lines may wait
+    before the service answers 503; a request not answered within ``timeout_s`` gets a 503 too.
     """
 
     host: str = "127.0.0.1"
@@ -38,8 +40,11 @@ class ServeConfig:
             elif f.name != "host":
                 low = 0 if f.name == "batch_wait_ms" else 1
                 ok, wanted = value >= low, f">= {low}"
-            if f.name != "host" and not ok:
-                raise NmtError(f"{flag(f.name)} must be {wanted}, got {value}")
+            if f.name != "host" and not (ok and math.isfinite(value)):
+                raise NmtError(f"{flag(f.name)} must be a finite number {wanted}, got {value}")
+        if self.max_queue_lines < self.max_lines:
+            raise NmtError(f"--max-queue-lines ({self.max_queue_lines}) must be at least --max-lines "
+                           f"({self.max_lines}): a request of --max-lines lines must fit in the queue")
 
     @property
     def loopback(self) -> bool:

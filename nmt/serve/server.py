@@ -33,7 +33,6 @@ def bind(config: ServeConfig) -> socket.socket:
         sock.close()
         raise NmtError(f"--port {config.port}: cannot listen on {config.host}: {e.strerror or e}") from None
     sock.listen(2048)
-    sock.set_inheritable(True)
     return sock
 
 
