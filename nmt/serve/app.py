@@ -10,7 +10,6 @@ request names a file: the run is chosen when the service starts.
 import asyncio
 import ipaddress
 import json
-import logging
 from contextlib import asynccontextmanager
 from importlib import resources
 from typing import Annotated, Any, Literal
@@ -28,8 +27,6 @@ from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 from nmt.serve.batcher import Batcher, Busy
 from nmt.serve.config import ServeConfig
-
-log = logging.getLogger(__name__)
 
 # The page may run its own inline script and talk to this service, and nothing else.
 PAGE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -201,7 +198,7 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def failed(request: Request, e: Exception) -> JSONResponse:
-        log.exception("%s %s failed", request.method, request.url.path)
+        # No logging here: Starlette re-raises after this answer, and uvicorn logs the traceback
         return JSONResponse({"error": f"internal error ({type(e).__name__}); the service log has the details"}, 500)
 
 
