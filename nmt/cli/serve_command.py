@@ -43,17 +43,15 @@ def serve(
     """Serve a trained run over HTTP: POST /translate and /attention, GET /health, /info, the
     OpenAPI schema at /openapi.json, and a page at / that translates and draws attention."""
     from nmt.api import load
-    from nmt.inference.quantize import decoding_device
     from nmt.serve.app import create_app
-    from nmt.serve.server import bind
+    from nmt.serve.server import bind, serving_precision, url
     from nmt.serve.server import serve as run
     from nmt.tools.inspect import model_card
 
     with user_errors():
         config = ServeConfig(host, port, max_body_bytes, max_lines, max_chars, max_beam, batch_wait_ms,
                              max_batch_lines, max_queue_lines, timeout)
-        if precision == "auto" and decoding_device(precision, device).type == "cpu":
-            precision = "fp32"  # the 20-minute Transformer: 1.5x the requests/s of bf16 (docs/serving.md)
+        precision = serving_precision(precision, device)
         sock = bind(config)  # before loading: a port in use should not cost a model load
         try:
             model = load(checkpoint, device, precision)
@@ -61,11 +59,9 @@ def serve(
             if not config.loopback:
                 err.print(f"[bold yellow]warning:[/] serving on {host}: anyone who can reach this machine "
                           f"can use the service", highlight=False, soft_wrap=True)
-
-            def ready(address: str) -> None:
-                err.print(f"serving {model.run} ({model.precision} on {model.device}) at {address}  "
-                          f"(Ctrl+C to stop)", highlight=False, soft_wrap=True)
-
-            run(app, config, sock, access_log, ready)
+            # the socket listens already: a client that connects now waits for uvicorn to start
+            err.print(f"serving {model.run} ({model.precision} on {model.device}) at {url(sock)}  "
+                      f"(Ctrl+C to stop)", highlight=False, soft_wrap=True)
+            run(app, config, sock, access_log)
         finally:
             sock.close()

@@ -8,7 +8,6 @@ request names a file: the run is chosen when the service starts.
 # No ``from __future__ import annotations``: the request models are built per limits inside
 # a function, and pydantic must see their annotations as objects.
 import asyncio
-import ipaddress
 import json
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -26,7 +25,7 @@ from nmt.api import Model
 from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 from nmt.serve.batcher import Batcher, Busy
-from nmt.serve.config import ServeConfig
+from nmt.serve.config import ServeConfig, names_this_machine
 
 # The page may run its own inline script and talk to this service, and nothing else.
 PAGE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
@@ -75,11 +74,7 @@ def request_models(config: ServeConfig, kinds: tuple[str, ...]) -> tuple[type[Ba
         nbest: Annotated[int, Field(ge=1, description="Translations per line, at most beam.")] = 1
         length_penalty: Penalty = DEFAULT_LENGTH_PENALTY
 
-        @model_validator(mode="after")
-        def _nbest_within_beam(self) -> "TranslateRequest":
-            if self.nbest > self.beam:
-                raise ValueError(f"nbest ({self.nbest}) must be at most beam ({self.beam})")
-            return self
+        _nbest_within_beam = model_validator(mode="after")(lambda self: _within_beam(self, "nbest"))
 
     class AttentionRequest(BaseModel):
         model_config = strict
@@ -89,13 +84,16 @@ def request_models(config: ServeConfig, kinds: tuple[str, ...]) -> tuple[type[Ba
         length_penalty: Penalty = DEFAULT_LENGTH_PENALTY
         kind: Literal[kinds] = "cross"  # type: ignore[valid-type]
 
-        @model_validator(mode="after")
-        def _rank_within_beam(self) -> "AttentionRequest":
-            if self.rank > self.beam:
-                raise ValueError(f"rank ({self.rank}) must be at most beam ({self.beam})")
-            return self
+        _rank_within_beam = model_validator(mode="after")(lambda self: _within_beam(self, "rank"))
 
     return TranslateRequest, AttentionRequest
+
+
+def _within_beam(request: BaseModel, field: str) -> BaseModel:
+    """``request`` if its ``field`` (nbest or rank) is at most its beam."""
+    if getattr(request, field) > request.beam:
+        raise ValueError(f"{field} ({getattr(request, field)}) must be at most beam ({request.beam})")
+    return request
 
 
 class BodyLimit:
@@ -156,13 +154,7 @@ class LocalNamesOnly:
 
 def _local_name(host: str) -> bool:
     """Whether a Host header (name or address, and a port) names this machine."""
-    name = host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
-    if name.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    return names_this_machine(host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0])
 
 
 def _location(loc: tuple) -> str:

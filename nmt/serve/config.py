@@ -32,29 +32,28 @@ class ServeConfig:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "timeout_s":
-                ok, wanted = value > 0, "> 0"
-            elif f.name == "port":
-                ok, wanted = 0 <= value <= 65535, "between 0 and 65535"
-            elif f.name != "host":
-                low = 0 if f.name == "batch_wait_ms" else 1
-                ok, wanted = value >= low, f">= {low}"
-            if f.name != "host" and not (ok and math.isfinite(value)):
-                raise NmtError(f"{flag(f.name)} must be a finite number {wanted}, got {value}")
+            if f.name != "host":
+                self._check(f.name, getattr(self, f.name))
         if self.max_queue_lines < self.max_lines:
             raise NmtError(f"--max-queue-lines ({self.max_queue_lines}) must be at least --max-lines "
                            f"({self.max_lines}): a request of --max-lines lines must fit in the queue")
 
+    @staticmethod
+    def _check(name: str, value: float) -> None:
+        if name == "timeout_s":
+            ok, wanted = value > 0, "> 0"
+        elif name == "port":
+            ok, wanted = 0 <= value <= 65535, "between 0 and 65535"
+        else:
+            low = 0 if name == "batch_wait_ms" else 1
+            ok, wanted = value >= low, f">= {low}"
+        if not (ok and math.isfinite(value)):
+            raise NmtError(f"{flag(name)} must be a finite number {wanted}, got {value}")
+
     @property
     def loopback(self) -> bool:
         """Whether only this machine can reach the service."""
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
+        return names_this_machine(self.host)
 
     def limits(self) -> dict[str, Any]:
         """What a client may send, as /info reports it."""
@@ -64,3 +63,13 @@ class ServeConfig:
 def flag(setting: str) -> str:
     """The ``nmt serve`` flag of a :class:`ServeConfig` field."""
     return "--timeout" if setting == "timeout_s" else "--" + setting.replace("_", "-")
+
+
+def names_this_machine(name: str) -> bool:
+    """Whether a host name or address is this machine's own: localhost or a loopback address."""
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
