@@ -81,8 +81,8 @@ class Model:
             raise NmtError(f"batch_size must be >= 1, got {batch_size}")
         with self._lock:
             translator = self.translator(beam, length_penalty)
-            results = translator.nbest(lines, nbest, batch_size, with_attention=attention)
             source_ids = translator.encode(lines)
+            results = translator.nbest_of_ids(source_ids, nbest, batch_size, with_attention=attention)
             return [[self._translation(h, ids, translator) for h in hyps]
                     for hyps, ids in zip(results, source_ids)]
 
@@ -125,7 +125,7 @@ class Model:
             [ids] = translator.encode([source])
             if not ids:
                 raise NmtError("the sentence has no text to translate")
-            hyps = translator.nbest([source], rank, with_attention=True)[0]
+            hyps = translator.nbest_of_ids([ids], rank, with_attention=True)[0]
             if len(hyps) < rank:
                 raise NmtError(f"the search found {len(hyps)} translations, not {rank}")
             return attention_maps(translator, source, ids, hyps[rank - 1])

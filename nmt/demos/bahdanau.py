@@ -37,7 +37,7 @@ def run(options: DemoOptions) -> Outcome:
     [ids] = translator.encode([options.text])
     if not ids:
         raise NmtError("--text has nothing to translate")
-    [hyp] = translator.hypotheses([options.text])
+    [[hyp]] = translator.nbest_of_ids([ids])
     maps = attention_maps(translator, options.text, ids, hyp)
     weights = maps.weights["cross"][-1].mean(0)  # the last layer, its heads averaged: (target, source)
     queries, keys = maps.pieces["cross"]

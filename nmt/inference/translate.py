@@ -64,8 +64,12 @@ class Translator:
 
         ``with_scores=False`` lets greedy search skip scoring (scores are then NaN);
         ``with_attention=False`` skips keeping attention (it is then None)."""
-        ids = self.encode(lines)
-        results: list[list[Hypothesis]] = [[] for _ in lines]
+        return self.nbest_of_ids(self.encode(lines), n, batch_size, with_scores, with_attention)
+
+    def nbest_of_ids(self, ids: list[list[int]], n: int = 1, batch_size: int = 64, with_scores: bool = True,
+                     with_attention: bool = True) -> list[list[Hypothesis]]:
+        """:meth:`nbest` of sources already encoded (:meth:`encode`)."""
+        results: list[list[Hypothesis]] = [[] for _ in ids]
         todo = [i for i, seq in enumerate(ids) if seq]
         # Fewer lines than the workers' batches: one batch a worker still beats one batch on all
         # threads (16 lines, a service's batch: 20% faster on 2 cores)

@@ -139,7 +139,7 @@ def attention_panels(translator: Translator, lines: list[str], view: AttentionVi
         raise NmtError("attn-plot needs sentences with some text in them")
     what = f"this {type(translator.model).__name__} model"
     panels = []
-    for line, ids, hyp in zip(lines, src_ids, translator.hypotheses(lines)):
+    for line, ids, [hyp] in zip(lines, src_ids, translator.nbest_of_ids(src_ids)):
         maps = attention_maps(translator, line, ids, hyp)
         if view.kind not in maps.weights:
             raise SettingError("kind", view.kind, f"{what} has {' and '.join(maps.weights)} attention only")
