@@ -58,7 +58,8 @@ def with_default(key: str, text: str) -> str:
 
 CheckpointOpt = Annotated[Optional[Path], Opt(help="Run directory. \\[default: newest in checkpoints/]")]
 DeviceOpt = Annotated[str, Opt(help="auto, cpu, cuda, cuda:N or mps.")]
-BatchOpt = Annotated[int, Opt(help="Sentences decoded together, at most (a CPU's two workers split a smaller input).")]
+BatchOpt = Annotated[int, Opt(help="Sentences decoded together, at most (a CPU's two workers split a "
+                                  "smaller input).")]
 BeamOpt = Annotated[int, Opt(help="Beam size; 1 is greedy search.")]
 PenaltyOpt = Annotated[float, Opt(help="GNMT length-penalty alpha for beam search (0: none).")]
 PrecisionOpt = Annotated[str, Opt(help="auto, fp32, bf16, fp16 (CUDA only) or int8: int8 weights for the "

@@ -44,8 +44,9 @@ def serve(
     OpenAPI schema at /openapi.json, and a page at / that translates and draws attention."""
     from nmt.api import load
     from nmt.serve.app import create_app
-    from nmt.serve.server import bind, serving_precision, url
+    from nmt.serve.server import bind
     from nmt.serve.server import serve as run
+    from nmt.serve.server import serving_precision, url
     from nmt.tools.inspect import model_card
 
     with user_errors():
