@@ -2,6 +2,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from nmt.models import loss as loss_module
 from nmt.models.generator import Generator
 from nmt.models.loss import masked_cross_entropy
 from nmt.models.masks import lengths_to_mask
@@ -35,7 +36,10 @@ def test_loss_is_the_sum_over_real_tokens():
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
 @pytest.mark.parametrize("scale", [1.0, 0.37])  # backward's upstream gradient is not always 1
-def test_fused_loss_and_gradients_match_torch_cross_entropy(smoothing, scale):
+@pytest.mark.parametrize("slice_tokens", [None, 4])  # one slice; slices of 4 of the 9 tokens
+def test_fused_loss_and_gradients_match_torch_cross_entropy(smoothing, scale, slice_tokens, monkeypatch):
+    if slice_tokens:
+        monkeypatch.setattr(loss_module, "_SLICE_ELEMENTS", 13 * slice_tokens)
     torch.manual_seed(2)
     generator = Generator(6, 13, dropout=0.0)
     outputs = torch.randn(3, 5, 6, dtype=torch.float64)
@@ -74,7 +78,8 @@ def _extreme_generator(case: str) -> tuple[Generator, torch.Tensor]:
 
 
 @pytest.mark.parametrize("case", ["logits", "bias"])
-def test_loss_stays_exact_where_unshifted_exp_would_overflow_or_underflow(case):
+def test_loss_stays_exact_where_unshifted_exp_would_overflow_or_underflow(case, monkeypatch):
+    monkeypatch.setattr(loss_module, "_SLICE_ELEMENTS", 4)  # a token a slice: each its own shift
     generator, outputs = _extreme_generator(case)
     tgt, mask = torch.tensor([[1, 1]]), torch.ones(1, 2, dtype=torch.bool)
     fused = masked_cross_entropy(generator, outputs, tgt, mask, 0.1)
@@ -114,3 +119,17 @@ def test_a_batch_without_real_tokens_has_zero_loss_and_gradient():
                                 torch.zeros(2, 3, dtype=torch.bool), 0.1)
     loss.backward()
     assert loss.item() == 0 and not outputs.grad.any() and not generator.proj.weight.grad.any()
+
+
+def test_loss_keeps_no_vocab_by_tokens_matrix_for_backward(monkeypatch):
+    monkeypatch.setattr(loss_module, "_SLICE_ELEMENTS", 50 * 8)
+    generator = Generator(6, 50, dropout=0.0)
+    outputs = torch.randn(4, 10, 6, requires_grad=True)
+    tgt, mask = torch.randint(0, 50, (4, 10)), torch.ones(4, 10, dtype=torch.bool)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.shape) or t, lambda t: t):
+        loss = masked_cross_entropy(generator, outputs, tgt, mask, 0.1)
+    assert saved and max(torch.Size(s).numel() for s in saved) <= 50 * 6  # (vocab, hidden) at most
+    loss.backward()
+    with torch.no_grad():  # validation: the loss alone, the same value
+        torch.testing.assert_close(masked_cross_entropy(generator, outputs, tgt, mask, 0.1), loss.detach())

@@ -1,10 +1,9 @@
 """Cross-entropy over real target positions only: padding adds nothing to loss or gradient.
 
-The output projection and the label-smoothed loss are one autograd function, so the
-(vocab, tokens) matrix exists once: it holds the logits, then their exponentials, which the
-backward pass multiplies out without writing a gradient matrix. At 8,000 pieces that matrix
-is most of a training step's memory traffic (see ``nmt bench``).
-"""
+The output projection and the label-smoothed loss are one autograd function. It computes the
+gradients in forward, a slice of tokens at a time, so no (vocab, tokens) matrix outlives its
+slice: at 8,000 pieces a slice is about 1,000 tokens, and a batch's matrix would be several
+of them (docs/performance.md, "The Transformer")."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -26,74 +25,103 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
     respect to the logits is ``softmax - (1 - eps) * onehot(gold) - eps / vocab``, the same
     loss as ``F.cross_entropy(..., label_smoothing=eps, reduction="sum")``.
 
-    Past the log-normaliser, only the products with the (vocab, n) matrix read it; the rest
-    works on the (n, hidden), (vocab, hidden) and (n,) factors: the logits' sum is x's
-    column sums times W's, softmax's per-token scale multiplies x or the (n, hidden) product, and
-    the gradient's one-hot and smoothing terms are an index-add and a rank-one update.
+    The loss is the graph's last node, so its gradients are known in forward up to the
+    upstream scalar. Forward computes them there, a slice of tokens at a time, and keeps only
+    the (n, hidden), (vocab, hidden) and (vocab,) results: no (vocab, n) matrix outlives its
+    slice. Past the log-normaliser only products read the slice's exponentials: the logits'
+    sum is x's column sums times W's, softmax's per-token scale multiplies x or the (n,
+    hidden) product, and the one-hot and smoothing terms are an index-add and a rank-one
+    update, applied once over all tokens.
     """
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                 gold: torch.Tensor, eps: float) -> torch.Tensor:
-        # Transposed, (vocab, n): with the tokens along rows the product is a matmul whose
-        # output is long and thin, which runs about a fifth faster on CPU than (n, vocab).
-        logits = torch.mm(weight, x.t())  # the bias joins later, on the (vocab,) factors
-        if logits.dtype in (torch.float16, torch.bfloat16):  # under autocast: softmax in fp32
-            logits = logits.float()
-        vocab, n = logits.shape
         acc = torch.promote_types(x.dtype, torch.float32)  # elementwise: autocast leaves it be
+        mm = _matmul_dtype(x)  # under autocast, the products run in its type
+        vocab, n = weight.size(0), x.size(0)
         bias = bias.to(acc)
-        loss = -(1 - eps) * (logits.gather(0, gold.unsqueeze(0)).sum() + bias[gold].sum())
+        loss = -(1 - eps) * bias[gold].sum()
         if eps:
             logit_sum = (x.to(acc).sum(0) * weight.to(acc).sum(0)).sum() + n * bias.sum()
             loss = loss - eps / vocab * logit_sum
-        if _exp_is_safe(x, weight, bias):
-            # exp(l + b) = exp(l) e^(b - max b) e^(max b): one pass over the matrix, in place
-            bias_top = bias.amax()
-            bias_factor = (bias - bias_top).exp_()  # (vocab,)
-            exp = logits.exp_()
-            total = exp.t() @ bias_factor  # (n,)
-            loss = loss + (total.log() + bias_top).sum()
-        else:  # logsumexp by hand, in place, shifted by each token's largest logit
-            bias_factor = None
-            top = logits.add_(bias.unsqueeze(1)).amax(dim=0, keepdim=True)  # (1, n)
-            exp = logits.sub_(top).exp_()
-            total = exp.sum(dim=0)  # (n,)
-            loss = loss + (top.squeeze(0) + total.log()).sum()
-        if any(ctx.needs_input_grad[:3]):
-            # Under autocast the backward's two (vocab, n) products run in its type, as
-            # autocast's own linear backward does; stored in it, the matrix takes half the memory.
-            exp = exp.to(_matmul_dtype(x))
-            ctx.save_for_backward(x, weight, exp, total, gold, bias_factor)
-            ctx.eps = eps
+        safe = _exp_is_safe(x, weight, bias)
+        # exp(l + b) = exp(l) e^(b - max b) e^(max b): one pass over each slice, in place
+        bias_top = bias.amax()
+        bias_factor = (bias - bias_top).exp_() if safe else None  # (vocab,)
+        grads = _Gradients(x, weight, bias_factor, acc, mm) if any(ctx.needs_input_grad[:3]) else None
+        x_mm, weight_mm = x.to(mm), weight.to(mm)
+        step = max(1, _SLICE_ELEMENTS // vocab)
+        for start in range(0, n, step):
+            rows = slice(start, start + step)
+            # Transposed, (vocab, tokens): with the tokens along rows the product is a matmul
+            # whose output is long and thin, which runs about a fifth faster on CPU.
+            logits = torch.mm(weight_mm, x_mm[rows].t()).to(acc)  # the bias joins on the factors
+            loss = loss - (1 - eps) * logits.gather(0, gold[rows].unsqueeze(0)).sum()
+            if safe:
+                exp = logits.exp_()
+                total = exp.t() @ bias_factor  # (tokens,)
+                loss = loss + (total.log() + bias_top).sum()
+            else:  # logsumexp by hand, in place, shifted by each token's largest logit
+                top = logits.add_(bias.unsqueeze(1)).amax(dim=0, keepdim=True)  # (1, tokens)
+                exp = logits.sub_(top).exp_()
+                total = exp.sum(dim=0)
+                loss = loss + (top.squeeze(0) + total.log()).sum()
+            if grads is not None:
+                grads.add_slice(rows, exp, total.reciprocal())
+        if grads is not None:
+            ctx.save_for_backward(*grads.finish(gold, eps))
         return loss
 
     @staticmethod
     def backward(ctx, grad_loss: torch.Tensor):
-        x, weight, exp, total, gold, bias_factor = ctx.saved_tensors
-        eps, vocab, dtype, mm = ctx.eps, exp.size(0), x.dtype, exp.dtype
-        weight = weight.to(dtype)
-        grad_loss = grad_loss.to(dtype)
-        # (n,): softmax = exp * bias_factor / total, with the upstream gradient folded in
-        scale = total.reciprocal().to(dtype).mul_(grad_loss)
-        gold_weight = -(1 - eps) * grad_loss
-        if bias_factor is not None:
-            bias_factor = bias_factor.to(dtype).unsqueeze(1)  # (vocab, 1)
-        scaled_weight = weight if bias_factor is None else weight * bias_factor
-        grad_x = (exp.t() @ scaled_weight.to(mm)).to(dtype)
-        grad_x.mul_(scale.unsqueeze(1)).add_(weight[gold] * gold_weight)
-        grad_w = (exp @ (x * scale.unsqueeze(1)).to(mm)).to(dtype)  # (vocab, hidden)
-        grad_b = (exp @ scale.to(mm)).to(dtype)  # (vocab,)
-        if bias_factor is not None:
-            grad_w.mul_(bias_factor)
-            grad_b.mul_(bias_factor.squeeze(1))
-        grad_w.index_add_(0, gold, x * gold_weight)
-        grad_b.index_add_(0, gold, gold_weight.expand(gold.size(0)))
-        if eps:
-            grad_x.sub_(weight.sum(0) * grad_loss, alpha=eps / vocab)
-            grad_w.sub_(x.sum(0) * grad_loss, alpha=eps / vocab)
-            grad_b.sub_(eps / vocab * x.size(0) * grad_loss)
+        grad_x, grad_w, grad_b = (g * grad_loss.to(g.dtype) for g in ctx.saved_tensors)
         return grad_x, grad_w, grad_b, None, None
+
+
+class _Gradients:
+    """The loss's gradients with respect to x (n, hidden), W (vocab, hidden) and b (vocab,),
+    gathered slice by slice from unnormalised exponentials ``exp`` (vocab, tokens)."""
+
+    def __init__(self, x: torch.Tensor, weight: torch.Tensor, bias_factor: torch.Tensor | None,
+                 acc: torch.dtype, mm: torch.dtype) -> None:
+        self.x, self.weight, self.bias_factor, self.acc, self.mm = x, weight, bias_factor, acc, mm
+        scaled = weight if bias_factor is None else weight * bias_factor.to(weight.dtype).unsqueeze(1)
+        self.scaled_weight = scaled.to(mm)
+        self.grad_x = x.new_empty(x.shape, dtype=acc)
+        self.grad_w = weight.new_zeros(weight.shape, dtype=acc)
+        self.grad_b = weight.new_zeros(weight.size(0), dtype=acc)
+
+    def add_slice(self, rows: slice, exp: torch.Tensor, inv_total: torch.Tensor) -> None:
+        """``inv_total`` (tokens,): softmax = exp * bias_factor * inv_total."""
+        exp = exp.to(self.mm)
+        self.grad_x[rows] = (exp.t() @ self.scaled_weight).to(self.acc).mul_(inv_total.unsqueeze(1))
+        scaled_x = (self.x[rows] * inv_total.unsqueeze(1).to(self.x.dtype)).to(self.mm)
+        if self.mm == self.acc:  # accumulate in place: no (vocab, hidden) temporary per slice
+            self.grad_w.addmm_(exp, scaled_x)
+            self.grad_b.addmv_(exp, inv_total)
+        else:
+            self.grad_w.add_(exp @ scaled_x)
+            self.grad_b.add_(exp @ inv_total.to(self.mm))
+
+    def finish(self, gold: torch.Tensor, eps: float) -> tuple[torch.Tensor, ...]:
+        """The one-hot and smoothing terms, over all tokens at once; the gradients at a unit loss."""
+        x, weight, vocab = self.x.to(self.acc), self.weight.to(self.acc), self.weight.size(0)
+        if self.bias_factor is not None:
+            self.grad_w.mul_(self.bias_factor.unsqueeze(1))
+            self.grad_b.mul_(self.bias_factor)
+        self.grad_x.sub_(weight[gold], alpha=1 - eps)
+        self.grad_w.index_add_(0, gold, x, alpha=-(1 - eps))
+        self.grad_b.index_add_(0, gold, self.grad_b.new_full(gold.shape, -(1 - eps)))
+        if eps:
+            self.grad_x.sub_(weight.sum(0), alpha=eps / vocab)
+            self.grad_w.sub_(x.sum(0), alpha=eps / vocab)
+            self.grad_b.sub_(eps / vocab * x.size(0))
+        return self.grad_x.to(self.x.dtype), self.grad_w.to(self.weight.dtype), self.grad_b
+
+
+# A slice's (vocab, tokens) exponentials: 32 MB in float32, so a step's loss never holds more.
+_SLICE_ELEMENTS = 1 << 23
 
 
 def _matmul_dtype(x: torch.Tensor) -> torch.dtype:
