@@ -98,7 +98,7 @@ class _Gradients:
         self.grad_x[rows] = (exp.t() @ self.scaled_weight).to(self.acc).mul_(inv_total.unsqueeze(1))
         scaled_x = (self.x[rows] * inv_total.unsqueeze(1).to(self.x.dtype)).to(self.mm)
         if self.mm == self.acc:  # accumulate in place: no (vocab, hidden) temporary per slice
-            self.grad_w.addmm_(exp, scaled_x)
+            torch.addmm(self.grad_w, exp, scaled_x, out=self.grad_w)  # FLOP counters see addmm, not addmm_
             self.grad_b.addmv_(exp, inv_total)
         else:
             self.grad_w.add_(exp @ scaled_x)
