@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import statistics
 import sys
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nmt.models.generator import Generator  # noqa: E402
 from nmt.models.loss import masked_cross_entropy  # noqa: E402
 from nmt.runtime.precision import cpu_bf16_flags  # noqa: E402
+from nmt.tools.bench import PeakRSS  # noqa: E402
 
 
 class _MallInfo2(ctypes.Structure):
@@ -33,37 +35,17 @@ class _MallInfo2(ctypes.Structure):
                 "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
 
 
-class HeapPeak:
-    """The highest heap in use (bytes) seen while inside, above the level on entry."""
+@functools.cache
+def _mallinfo2() -> Callable[[], _MallInfo2]:
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _MallInfo2
+    return libc.mallinfo2
 
-    def __init__(self) -> None:
-        self._libc = ctypes.CDLL("libc.so.6")
-        self._libc.mallinfo2.restype = _MallInfo2
-        self._stop = threading.Event()
 
-    def in_use(self) -> int:
-        info = self._libc.mallinfo2()
-        return info.uordblks + info.hblkhd
-
-    def __enter__(self) -> HeapPeak:
-        self.start = self.peak = self.in_use()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self._stop.wait(0.0005):
-            self.peak = max(self.peak, self.in_use())
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self.in_use())
-
-    @property
-    def above_start_mb(self) -> float:
-        return (self.peak - self.start) / 2**20
+def heap_in_use() -> int:
+    """Bytes the heap has handed out and not taken back: glibc's arenas plus its mmapped blocks."""
+    info = _mallinfo2()()
+    return info.uordblks + info.hblkhd
 
 
 def measure(generator: Generator, outputs: torch.Tensor, gold: torch.Tensor, precision: str,
@@ -74,13 +56,13 @@ def measure(generator: Generator, outputs: torch.Tensor, gold: torch.Tensor, pre
     for _ in range(repeats + 1):  # the first warms up
         x = outputs.clone().requires_grad_(True)
         generator.zero_grad(set_to_none=True)
-        with HeapPeak() as heap:
+        with PeakRSS(interval=0.0005, read=heap_in_use) as heap:
             start = time.perf_counter()
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
                 loss = masked_cross_entropy(generator, x, gold, mask, label_smoothing=0.1)
             loss.backward()
             seconds = time.perf_counter() - start
-        peaks.append(heap.above_start_mb)
+        peaks.append((heap.peak - heap.start) / 2**20)
         times.append(seconds)
         del loss, x
     return max(peaks[1:]), statistics.median(times[1:])

@@ -42,15 +42,17 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
         vocab, n = weight.size(0), x.size(0)
         bias = bias.to(acc)
         loss = -(1 - eps) * bias[gold].sum()
+        column_sums = x.to(acc).sum(0), weight.to(acc).sum(0)  # (hidden,) each: the smoothing terms
         if eps:
-            logit_sum = (x.to(acc).sum(0) * weight.to(acc).sum(0)).sum() + n * bias.sum()
-            loss = loss - eps / vocab * logit_sum
+            loss = loss - eps / vocab * ((column_sums[0] * column_sums[1]).sum() + n * bias.sum())
         safe = _exp_is_safe(x, weight, bias)
-        # exp(l + b) = exp(l) e^(b - max b) e^(max b): one pass over each slice, in place
-        bias_top = bias.amax()
-        bias_factor = (bias - bias_top).exp_() if safe else None  # (vocab,)
-        grads = _Gradients(x, weight, bias_factor, acc, mm) if any(ctx.needs_input_grad[:3]) else None
+        bias_factor = None
+        if safe:  # exp(l + b) = exp(l) e^(b - max b) e^(max b): one pass over each slice, in place
+            bias_top = bias.amax()
+            bias_factor = (bias - bias_top).exp_()  # (vocab,)
         x_mm, weight_mm = x.to(mm), weight.to(mm)
+        needs_grad = any(ctx.needs_input_grad[:3])
+        grads = _Gradients(x, weight, weight_mm, bias_factor, acc) if needs_grad else None
         step = max(1, _SLICE_ELEMENTS // vocab)
         for start in range(0, n, step):
             rows = slice(start, start + step)
@@ -70,7 +72,7 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
             if grads is not None:
                 grads.add_slice(rows, exp, total.reciprocal())
         if grads is not None:
-            ctx.save_for_backward(*grads.finish(gold, eps))
+            ctx.save_for_backward(*grads.finish(gold, eps, column_sums))
         return loss
 
     @staticmethod
@@ -83,11 +85,12 @@ class _Gradients:
     """The loss's gradients with respect to x (n, hidden), W (vocab, hidden) and b (vocab,),
     gathered slice by slice from unnormalised exponentials ``exp`` (vocab, tokens)."""
 
-    def __init__(self, x: torch.Tensor, weight: torch.Tensor, bias_factor: torch.Tensor | None,
-                 acc: torch.dtype, mm: torch.dtype) -> None:
-        self.x, self.weight, self.bias_factor, self.acc, self.mm = x, weight, bias_factor, acc, mm
-        scaled = weight if bias_factor is None else weight * bias_factor.to(weight.dtype).unsqueeze(1)
-        self.scaled_weight = scaled.to(mm)
+    def __init__(self, x: torch.Tensor, weight: torch.Tensor, weight_mm: torch.Tensor,
+                 bias_factor: torch.Tensor | None, acc: torch.dtype) -> None:
+        """``weight_mm``: ``weight`` in the products' type (:func:`_matmul_dtype`)."""
+        self.x, self.weight, self.bias_factor, self.acc, self.mm = x, weight, bias_factor, acc, weight_mm.dtype
+        self.scaled_weight = (weight_mm if bias_factor is None
+                              else (weight * bias_factor.to(weight.dtype).unsqueeze(1)).to(self.mm))
         self.grad_x = x.new_empty(x.shape, dtype=acc)
         self.grad_w = weight.new_zeros(weight.shape, dtype=acc)
         self.grad_b = weight.new_zeros(weight.size(0), dtype=acc)
@@ -104,8 +107,10 @@ class _Gradients:
             self.grad_w.add_(exp @ scaled_x)
             self.grad_b.add_(exp @ inv_total.to(self.mm))
 
-    def finish(self, gold: torch.Tensor, eps: float) -> tuple[torch.Tensor, ...]:
-        """The one-hot and smoothing terms, over all tokens at once; the gradients at a unit loss."""
+    def finish(self, gold: torch.Tensor, eps: float, column_sums: tuple[torch.Tensor, torch.Tensor]
+               ) -> tuple[torch.Tensor, ...]:
+        """The one-hot and smoothing terms, over all tokens at once (``column_sums``: x's and
+        W's, each (hidden,)); the gradients at a unit loss."""
         x, weight, vocab = self.x.to(self.acc), self.weight.to(self.acc), self.weight.size(0)
         if self.bias_factor is not None:
             self.grad_w.mul_(self.bias_factor.unsqueeze(1))
@@ -114,8 +119,8 @@ class _Gradients:
         self.grad_w.index_add_(0, gold, x, alpha=-(1 - eps))
         self.grad_b.index_add_(0, gold, self.grad_b.new_full(gold.shape, -(1 - eps)))
         if eps:
-            self.grad_x.sub_(weight.sum(0), alpha=eps / vocab)
-            self.grad_w.sub_(x.sum(0), alpha=eps / vocab)
+            self.grad_x.sub_(column_sums[1], alpha=eps / vocab)
+            self.grad_w.sub_(column_sums[0], alpha=eps / vocab)
             self.grad_b.sub_(eps / vocab * x.size(0))
         return self.grad_x.to(self.x.dtype), self.grad_w.to(self.weight.dtype), self.grad_b
 

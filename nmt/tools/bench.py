@@ -44,26 +44,27 @@ def _rss_bytes() -> int:
 
 
 class PeakRSS:
-    """Samples the process's resident memory in a thread; ``peak`` is the highest seen."""
+    """Samples the process's resident memory (or another byte count, ``read``) in a thread;
+    ``start`` is the count on entry, ``peak`` the highest seen."""
 
-    def __init__(self, interval: float = 0.01) -> None:
-        self.interval, self.peak = interval, 0
+    def __init__(self, interval: float = 0.01, read: Callable[[], int] = _rss_bytes) -> None:
+        self.interval, self.read, self.start, self.peak = interval, read, 0, 0
         self._stop = threading.Event()
 
     def __enter__(self) -> PeakRSS:
-        self.peak = _rss_bytes()
+        self.start = self.peak = self.read()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, _rss_bytes())
+            self.peak = max(self.peak, self.read())
 
     def __exit__(self, *exc: Any) -> None:
         self._stop.set()
         self._thread.join()
-        self.peak = max(self.peak, _rss_bytes())
+        self.peak = max(self.peak, self.read())
 
 
 @dataclass
