@@ -56,7 +56,7 @@ def synchronize(device: torch.device) -> None:
 
 def configure_cpu(threads: int, processes: int = 1) -> None:
     """Use ``threads`` intra-op threads (when 0: the available cores shared by ``processes``
-    on this machine, at least one) and keep freed memory.
+    on this machine, at least one), keep freed memory and bound the compiled-kernel caches.
 
     glibc hands every large block (a (vocab, tokens) logits matrix, say) straight back to the
     OS and page-faults it in again on the next step; on this project's 2-core CPU that made
@@ -68,6 +68,7 @@ def configure_cpu(threads: int, processes: int = 1) -> None:
         threads = max(1, available_cores() // processes)
     torch.set_num_threads(threads)
     _keep_freed_memory()
+    _bound_kernel_caches()
 
 
 def available_cores() -> int:
@@ -91,3 +92,16 @@ def _keep_freed_memory() -> None:
     libc = ctypes.CDLL("libc.so.6")
     libc.mallopt(m_mmap_threshold, 1 << 30)
     libc.mallopt(m_trim_threshold, (1 << 31) - 1)
+
+
+# oneDNN and PyTorch's layer over it (ideep) each cache a compiled bf16 matmul per shape, about
+# 0.27 and 0.25 MB, up to 1,024 of them by default. Every batch length is a new shape: over 300
+# training steps they held about half a GB. 128 keeps a step's shapes (docs/performance.md).
+KERNEL_CACHES = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "128", "LRU_CACHE_CAPACITY": "128"}
+
+
+def _bound_kernel_caches() -> None:
+    """Both libraries read their capacity from the environment when first used; a value the
+    user set is kept."""
+    for name, capacity in KERNEL_CACHES.items():
+        os.environ.setdefault(name, capacity)
