@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nmt.models.attention import scaled_dot_product
+from nmt.models.attention import Float32ScaledDotProduct, scaled_dot_product
 from nmt.models.masks import lengths_to_mask
 from nmt.models.transformer.layers import FeedForward, Residual
 from nmt.models.transformer.multihead import MultiHeadAttention, causal_mask
@@ -84,3 +84,34 @@ def test_residual_sublayer_norms_where_it_says(pre_norm):
     else:
         torch.testing.assert_close(out, F.layer_norm(x + ffn(x), (6,)))
         assert out.mean(-1).abs().max() < 1e-5  # normalised at the output
+
+
+def test_training_under_cpu_autocast_runs_attention_products_in_float32():
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(16, 2)
+    x = torch.randn(3, 5, 16)
+    mask = lengths_to_mask(torch.tensor([5, 3, 1]), 5)[:, None, None, :]
+    with torch.no_grad():
+        reference, reference_weights = attention(x, *attention.project_keys_values(x), mask)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, trained = attention(x, *attention.project_keys_values(x), mask)
+        with torch.no_grad():  # search keeps bfloat16
+            _, searched = attention(x, *attention.project_keys_values(x), mask)
+    assert trained.dtype == torch.float32 and searched.dtype == torch.bfloat16
+    assert (trained[1, :, :, 3:] == 0).all()
+    torch.testing.assert_close(trained, reference_weights, atol=0.02, rtol=0)
+
+
+def test_float32_attention_gradients_match_autograds():
+    torch.manual_seed(0)
+    mask = lengths_to_mask(torch.tensor([4, 2]), 4)[:, None, None, :] & causal_mask(4)
+    inputs = [torch.randn(2, 3, 4, 8).bfloat16() for _ in range(3)]
+    grads = []
+    for attend, dtype in ((Float32ScaledDotProduct.apply, torch.bfloat16), (scaled_dot_product, torch.float32)):
+        leaves = [t.detach().to(dtype).requires_grad_() for t in inputs]
+        context, weights = attend(*leaves, mask)
+        (context.sum() + (weights * torch.arange(4.0)).sum()).backward()
+        grads.append([t.grad for t in leaves])
+    for fused, reference in zip(*grads):
+        assert fused.dtype == torch.bfloat16
+        torch.testing.assert_close(fused.float(), reference, atol=0.02, rtol=0.01)

@@ -131,6 +131,42 @@ def scaled_dot_product(queries: torch.Tensor, keys: torch.Tensor, values: torch.
     return weights @ values, weights
 
 
+class Float32ScaledDotProduct(torch.autograd.Function):
+    """:func:`scaled_dot_product` computed in float32 from half-width queries, keys and values,
+    for training under CPU autocast (:func:`nmt.models.transformer.multihead.attend`).
+
+    Backward keeps the inputs as they came, half-width, and the float32 weights; autograd
+    over the same steps would keep float32 copies of all three and the weights twice.
+    Apply as ``(queries, keys, values, mask)``; returns ``(context, weights)``.
+    """
+
+    @staticmethod
+    def forward(ctx, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        acc = torch.promote_types(queries.dtype, torch.float32)
+        with torch.autocast(queries.device.type, enabled=False):
+            context, weights = scaled_dot_product(queries.to(acc), keys.to(acc), values.to(acc), mask)
+        ctx.save_for_backward(queries, keys, values, weights)
+        return context, weights
+
+    @staticmethod
+    def backward(ctx, grad_context: torch.Tensor, grad_weights: torch.Tensor | None):
+        queries, keys, values, weights = ctx.saved_tensors
+        acc = weights.dtype
+        grad_context = grad_context.to(acc)
+        grad_values = weights.transpose(-2, -1) @ grad_context
+        grad_w = grad_context @ values.to(acc).transpose(-2, -1)
+        if grad_weights is not None:
+            grad_w = grad_w + grad_weights
+        # softmax's backward; masked keys have weight 0, so they get no gradient either
+        grad_scores = weights * (grad_w - (grad_w * weights).sum(-1, keepdim=True))
+        grad_scores /= math.sqrt(queries.size(-1))
+        grad_queries = grad_scores @ keys.to(acc)
+        grad_keys = grad_scores.transpose(-2, -1) @ queries.to(acc)
+        return (grad_queries.to(queries.dtype), grad_keys.to(keys.dtype), grad_values.to(values.dtype),
+                None)
+
+
 class DotProductAttention(nn.Module):
     """Scaled dot-product scoring of the decoder state against the encoder outputs:
     e_ij = s . h_j / sqrt(d), parameter-free, so query and keys share the hidden size d."""

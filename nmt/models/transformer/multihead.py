@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.models.attention import scaled_dot_product
+from nmt.models.attention import Float32ScaledDotProduct, scaled_dot_product
 
 
 class MultiHeadAttention(nn.Module):
@@ -65,7 +65,22 @@ def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
         fused = not need_weights and queries.device.type in FUSED_DEVICES
     if fused:
         return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask), None
+    if _float32_products(queries):
+        return Float32ScaledDotProduct.apply(queries, keys, values, mask)
     return scaled_dot_product(queries, keys, values, mask)
+
+
+def _float32_products(queries: torch.Tensor) -> bool:
+    """Whether attention's two products run in float32 though CPU autocast is on: in training.
+
+    In bfloat16 each (query length, key length) pair is a new oneDNN kernel, and training
+    meets hundreds of pairs, so it compiled and cached kernels it rarely ran again. These
+    products are a few percent of a step's work: in float32 training ran 5% faster, and its
+    longest batch held less (docs/performance.md, "Over a whole run"). Search meets few pairs
+    and keeps bfloat16, which measured faster there.
+    """
+    return (queries.device.type == "cpu" and torch.is_grad_enabled()
+            and torch.is_autocast_enabled("cpu"))
 
 
 def causal_mask(length: int, device: torch.device | None = None) -> torch.Tensor:
