@@ -15,7 +15,7 @@ Install it beside nmt (it runs on torch 2.13 although its metadata asks for olde
 Steps (ONMT=/tmp/onmt-venv/bin; RUN is an nmt run with an 8,000-piece vocabulary)::
 
     python benchmarks/opennmt_side_by_side.py prepare RUN WORK [--separate-vocab] [--arch transformer]
-    python benchmarks/opennmt_side_by_side.py throughput WORK      # 45 steps, sent/s, peak RSS
+    python benchmarks/opennmt_side_by_side.py throughput WORK      # 45 steps (--steps), sent/s, peak RSS
     python benchmarks/opennmt_side_by_side.py train WORK --minutes 20   # BLEU run, saved often
     $ONMT/python benchmarks/opennmt_side_by_side.py translate WORK [--precision int8]  # speed, BLEU
     $ONMT/python benchmarks/opennmt_side_by_side.py interleaved WORK RUN  # both tools, one process
@@ -283,7 +283,9 @@ def main() -> None:
     a.add_argument("--separate-vocab", action="store_true",
                    help="source and target vocabularies of their own side's pieces")
     a.add_argument("--arch", choices=("gru", "transformer"), default="gru")
-    sub.add_parser("throughput").add_argument("work", type=Path)
+    a = sub.add_parser("throughput")
+    a.add_argument("work", type=Path)
+    a.add_argument("--steps", type=int, default=45, help="steps, the first 5 untimed")
     a = sub.add_parser("translate")
     a.add_argument("work", type=Path)
     a.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
@@ -301,7 +303,7 @@ def main() -> None:
     if args.cmd == "prepare":
         prepare(args.run, args.work, args.separate_vocab, args.arch)
     elif args.cmd == "throughput":
-        throughput(args.work)
+        throughput(args.work, args.steps)
     elif args.cmd == "train":
         train(args.work, args.minutes)
     elif args.cmd == "interleaved":

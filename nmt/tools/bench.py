@@ -77,7 +77,8 @@ class BenchResult:
 def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int, device: torch.device
                    ) -> tuple[dict[str, float], Callable[[], dict[str, float]]]:
     """Train a fresh model of ``config``'s size on ``pairs`` random corpus pairs (all if None),
-    bucketed as ``nmt train`` buckets them; time it.
+    bucketed as ``nmt train`` buckets them; time it. The first warm-up step runs the epoch's
+    largest batch, so that the peak RSS includes the step that a whole epoch peaks in.
 
     :return: the figures; a call that counts the timed steps' matmul FLOPs (see
         :mod:`nmt.tools.flops`) and compares their rate with the device's matmul peak
@@ -90,6 +91,8 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
         model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(device)
         trainer = Trainer(config, model, data, device, TrainCallbacks())
         batches = trainer.batches_of_epoch(0)
+        if warmup:
+            batches.insert(0, _largest(batches, data.train_src.lengths(), data.train_tgt.lengths()))
         while len(batches) < warmup + steps:
             batches += trainer.batches_of_epoch(len(batches))
         with PeakRSS() as rss:
@@ -118,6 +121,12 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
             "pieces_per_s": round((src_pieces + tgt_pieces) / seconds, 1),
             "padding_fraction": round(1 - (src_pieces + tgt_pieces) / padded, 4),
             "peak_rss_mb": round(rss.peak / 2**20, 1)}, count
+
+
+def _largest(batches: list[list[int]], src_lens: list[int], tgt_lens: list[int]) -> list[int]:
+    """The batch with the most padded pieces, source and target."""
+    return max(batches, key=lambda index: len(index) * (max(src_lens[i] for i in index)
+                                                        + max(tgt_lens[i] for i in index)))
 
 
 def _efficiency(config: RunConfig, source_pieces: torch.Tensor, target_pieces: torch.Tensor,
