@@ -13,12 +13,9 @@ with glibc's ``mallinfo2``, sampled every half millisecond in a thread: Linux wi
 from __future__ import annotations
 
 import argparse
-import ctypes
-import functools
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -27,25 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nmt.models.generator import Generator  # noqa: E402
 from nmt.models.loss import masked_cross_entropy  # noqa: E402
 from nmt.runtime.precision import cpu_bf16_flags  # noqa: E402
-from nmt.tools.bench import PeakRSS  # noqa: E402
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
-
-
-@functools.cache
-def _mallinfo2() -> Callable[[], _MallInfo2]:
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = _MallInfo2
-    return libc.mallinfo2
-
-
-def heap_in_use() -> int:
-    """Bytes the heap has handed out and not taken back: glibc's arenas plus its mmapped blocks."""
-    info = _mallinfo2()()
-    return info.uordblks + info.hblkhd
+from nmt.tools.bench import PeakRSS, heap_in_use  # noqa: E402
 
 
 def measure(generator: Generator, outputs: torch.Tensor, gold: torch.Tensor, precision: str,

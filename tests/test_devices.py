@@ -21,19 +21,16 @@ def test_configure_cpu_bounds_the_kernel_caches_and_keeps_the_users_setting(monk
 
 
 _GROWTH = """
-import ctypes, torch
+import torch
 from nmt.runtime.devices import configure_cpu
+from nmt.tools.bench import heap_in_use
 configure_cpu(1)
-class Info(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
-libc = ctypes.CDLL("libc.so.6"); libc.mallinfo2.restype = Info
-def in_use(): info = libc.mallinfo2(); return info.uordblks + info.hblkhd
 w = torch.randn(64, 64, dtype=torch.bfloat16)
 torch.ones(1, 64, dtype=torch.bfloat16) @ w
-start = in_use()
+start = heap_in_use()
 for rows in range(1, 401):
     torch.ones(rows, 64, dtype=torch.bfloat16) @ w
-print((in_use() - start) / 2**20)
+print((heap_in_use() - start) / 2**20)
 """
 
 
