@@ -135,9 +135,11 @@ class Float32ScaledDotProduct(torch.autograd.Function):
     """:func:`scaled_dot_product` computed in float32 from half-width queries, keys and values,
     for training under CPU autocast (:func:`nmt.models.transformer.multihead.attend`).
 
-    Backward keeps the inputs as they came, half-width, and the float32 weights; autograd
-    over the same steps would keep float32 copies of all three and the weights twice.
-    Apply as ``(queries, keys, values, mask)``; returns ``(context, weights)``.
+    What leaves it and what backward keeps is half-width, as autocast's products would give:
+    the context, and for backward the queries, keys and values as they came and the weights.
+    Autograd over the float32 steps would keep float32 copies of all four, the weights twice.
+    Apply as ``(queries, keys, values, mask)``; returns ``(context, weights)``, the weights
+    float32.
     """
 
     @staticmethod
@@ -146,14 +148,14 @@ class Float32ScaledDotProduct(torch.autograd.Function):
         acc = torch.promote_types(queries.dtype, torch.float32)
         with torch.autocast(queries.device.type, enabled=False):
             context, weights = scaled_dot_product(queries.to(acc), keys.to(acc), values.to(acc), mask)
-        ctx.save_for_backward(queries, keys, values, weights)
-        return context, weights
+        ctx.save_for_backward(queries, keys, values, weights.to(queries.dtype))
+        return context.to(queries.dtype), weights
 
     @staticmethod
     def backward(ctx, grad_context: torch.Tensor, grad_weights: torch.Tensor | None):
         queries, keys, values, weights = ctx.saved_tensors
-        acc = weights.dtype
-        grad_context = grad_context.to(acc)
+        acc = torch.promote_types(queries.dtype, torch.float32)
+        grad_context, weights = grad_context.to(acc), weights.to(acc)
         grad_values = weights.transpose(-2, -1) @ grad_context
         grad_w = grad_context @ values.to(acc).transpose(-2, -1)
         if grad_weights is not None:

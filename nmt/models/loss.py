@@ -2,7 +2,7 @@
 
 The output projection and the label-smoothed loss are one autograd function. It computes the
 gradients in forward, a slice of tokens at a time, so no (vocab, tokens) matrix outlives its
-slice: at 8,000 pieces a slice is about 1,000 tokens, and a batch's matrix would be several
+slice: at 8,000 pieces a slice is about 500 tokens, and a batch's matrix would be several
 of them (docs/performance.md, "The Transformer")."""
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from nmt.models.halfwidth import matmul_dtype
 
 if TYPE_CHECKING:
     from nmt.data.batching import Batch
@@ -38,7 +40,7 @@ class _ProjectedSmoothedCE(torch.autograd.Function):
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                 gold: torch.Tensor, eps: float) -> torch.Tensor:
         acc = torch.promote_types(x.dtype, torch.float32)  # elementwise: autocast leaves it be
-        mm = _matmul_dtype(x)  # under autocast, the products run in its type
+        mm = matmul_dtype(x)  # under autocast, the products run in its type
         vocab, n = weight.size(0), x.size(0)
         bias = bias.to(acc)
         loss = -(1 - eps) * bias[gold].sum()
@@ -87,7 +89,7 @@ class _Gradients:
 
     def __init__(self, x: torch.Tensor, weight: torch.Tensor, weight_mm: torch.Tensor,
                  bias_factor: torch.Tensor | None, acc: torch.dtype) -> None:
-        """``weight_mm``: ``weight`` in the products' type (:func:`_matmul_dtype`)."""
+        """``weight_mm``: ``weight`` in the products' type (:func:`~nmt.models.halfwidth.matmul_dtype`)."""
         self.x, self.weight, self.bias_factor, self.acc, self.mm = x, weight, bias_factor, acc, weight_mm.dtype
         self.scaled_weight = (weight_mm if bias_factor is None
                               else (weight * bias_factor.to(weight.dtype).unsqueeze(1)).to(self.mm))
@@ -125,15 +127,10 @@ class _Gradients:
         return self.grad_x.to(self.x.dtype), self.grad_w.to(self.weight.dtype), self.grad_b
 
 
-# A slice's (vocab, tokens) exponentials: 32 MB in float32, so a step's loss never holds more.
-_SLICE_ELEMENTS = 1 << 23
-
-
-def _matmul_dtype(x: torch.Tensor) -> torch.dtype:
-    """The type autocast runs matmuls in where it is on, else ``x``'s."""
-    if torch.is_autocast_enabled(x.device.type):
-        return torch.get_autocast_dtype(x.device.type)
-    return x.dtype
+# A slice's (vocab, tokens) exponentials: 16 MB in float32, so a step's loss never holds more.
+# The loss runs when a step holds the most (every saved activation): 32 MB slices cost 49 MB
+# more at the peak of 300 training steps (docs/performance.md, "The allocator").
+_SLICE_ELEMENTS = 1 << 22
 
 
 def _exp_is_safe(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> bool:

@@ -16,6 +16,7 @@ from torch import nn
 
 from nmt.config import ModelConfig
 from nmt.models.generator import Generator, GeneratorOutputs
+from nmt.models.halfwidth import matmul_input
 from nmt.models.masks import lengths_to_mask
 from nmt.models.pieces import PieceEmbedding, PieceMap
 from nmt.models.transformer.layers import FeedForward, Residual
@@ -72,6 +73,7 @@ class EncoderLayer(nn.Module):
         weights: list[torch.Tensor | None] = []
 
         def attend(y: torch.Tensor) -> torch.Tensor:
+            y = matmul_input(y)  # one copy for the three projections' backward
             out, w = self.self_attention(y, *self.self_attention.project_keys_values(y), mask, need_weights)
             weights.append(w)
             return out
@@ -105,6 +107,7 @@ class DecoderLayer(nn.Module):
         weights: dict[str, torch.Tensor] = {}
 
         def attend_self(y: torch.Tensor) -> torch.Tensor:
+            y = matmul_input(y)
             keys, values = self.self_attention.project_keys_values(y)
             if past is not None:
                 keys, values = torch.cat([past[0], keys], dim=2), torch.cat([past[1], values], dim=2)
@@ -177,7 +180,7 @@ class Transformer(GeneratorOutputs):
         for layer in self.encoder:
             x, w = layer(x, mask, need_weights)
             weights.append(w)
-        memory = self.encoder_norm(x)  # (batch, src_len, size)
+        memory = matmul_input(self.encoder_norm(x))  # (batch, src_len, size), one copy for every layer
         cross = [layer.cross_attention.project_keys_values(memory) for layer in self.decoder]
         return TransformerState(cross, src_mask, []), weights
 
