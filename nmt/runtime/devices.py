@@ -9,6 +9,8 @@ import platform
 import torch
 
 from nmt.errors import SettingError
+from nmt.runtime.allocator import in_use as allocator_in_use
+from nmt.runtime.allocator import release_free_memory
 
 
 def pick_device(spec: str) -> torch.device:
@@ -37,12 +39,14 @@ def pick_device(spec: str) -> torch.device:
 
 
 def describe(device: torch.device) -> str:
-    """A human-readable name, e.g. ``cuda:0 (NVIDIA H200)`` or ``cpu (2 threads)``."""
+    """A human-readable name, e.g. ``cuda:0 (NVIDIA H200)`` or ``cpu (2 threads, tcmalloc)``:
+    on CPU, the malloc too (:mod:`nmt.runtime.allocator`), since it sets the memory a run takes."""
     if device.type == "cuda":
         return f"{device} ({torch.cuda.get_device_name(device)})"
     if device.type == "cpu":
         threads = torch.get_num_threads()
-        return f"cpu ({threads} thread{'s' if threads != 1 else ''})"
+        malloc = allocator_in_use()
+        return f"cpu ({threads} thread{'s' if threads != 1 else ''}, {'system malloc' if malloc == 'system' else malloc})"
     return str(device)
 
 
@@ -80,9 +84,8 @@ def release_freed_memory() -> None:
     """Hand the heap's free memory back to the OS once: what preparing the data freed
     (SentencePiece's training, the text of the corpus; 264 MB on fra-eng) would otherwise
     stay resident for the whole run under :func:`configure_cpu`'s thresholds."""
-    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
-        gc.collect()
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    gc.collect()
+    release_free_memory()
 
 
 def _keep_freed_memory() -> None:
@@ -96,8 +99,9 @@ def _keep_freed_memory() -> None:
 
 # oneDNN and PyTorch's layer over it (ideep) each cache a compiled bf16 matmul per shape, about
 # 0.27 and 0.25 MB, up to 1,024 of them by default. Every batch length is a new shape: over 300
-# training steps they held about half a GB. 128 keeps a step's shapes (docs/performance.md).
-KERNEL_CACHES = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "128", "LRU_CACHE_CAPACITY": "128"}
+# training steps they held about half a GB. 64 each held 41 MB less than 128 at the peak of 300
+# steps, at no measured cost in speed (docs/performance.md).
+KERNEL_CACHES = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64", "LRU_CACHE_CAPACITY": "64"}
 
 
 def _bound_kernel_caches() -> None:

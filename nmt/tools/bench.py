@@ -57,9 +57,14 @@ def _mallinfo2() -> Callable[[], _MallInfo2]:
 
 
 def heap_in_use() -> int:
-    """Bytes glibc's heap has handed out and not taken back, its arenas and mmapped blocks
-    (``mallinfo2``; Linux with glibc only): a :class:`PeakRSS` ``read`` that leaves out what
-    the heap keeps free."""
+    """Bytes the heap has handed out and not taken back: tcmalloc's count where it is preloaded
+    (:mod:`nmt.runtime.allocator`), else glibc's arenas and mmapped blocks (``mallinfo2``;
+    Linux with glibc only). A :class:`PeakRSS` ``read`` that leaves out what the heap keeps free."""
+    tcmalloc = getattr(ctypes.CDLL(None), "MallocExtension_GetNumericProperty", None)
+    if tcmalloc is not None:
+        value = ctypes.c_size_t()
+        tcmalloc(b"generic.current_allocated_bytes", ctypes.byref(value))
+        return value.value
     info = _mallinfo2()()
     return info.uordblks + info.hblkhd
 

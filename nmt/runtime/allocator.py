@@ -1,0 +1,86 @@
+"""The heap allocator: tcmalloc where the machine has it, preloaded by the ``nmt`` command.
+
+Nearly every training step allocates and frees tensors of sizes it has not seen before (each
+batch length is new). glibc's malloc keeps what they free (:func:`nmt.runtime.devices.configure_cpu`)
+but in pieces it cannot join, so its heap grows past what is ever in use at once: at the
+Transformer's reference size, 1,088 MB of heap for 675 MB in use over 300 steps. tcmalloc
+(gperftools; Debian's ``libtcmalloc-minimal4``) carves memory by size class and held the same
+run to about 340 MB less, at the same speed (docs/performance.md, "The allocator").
+
+An allocator replaces malloc only if it is loaded before anything allocates, that is before
+Python starts. So the ``nmt`` command runs itself again, once, with ``LD_PRELOAD`` naming the
+library, as PyTorch's CPU launcher (``python -m torch.backends.xeon.run_cpu``) does.
+``NMT_ALLOCATOR=system`` keeps the C library's malloc; ``NMT_ALLOCATOR=PATH`` preloads that
+library instead; a library already in ``LD_PRELOAD`` is left alone. Importing nmt from Python
+changes nothing: a program chooses its own allocator.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from nmt.errors import NmtError
+
+ENV = "NMT_ALLOCATOR"
+TCMALLOC = "libtcmalloc_minimal.so.4"
+LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+                "/usr/local/lib")
+# tcmalloc reports every allocation over 1 GB on stderr; a big batch's tensors may be one.
+_QUIET = {"TCMALLOC_LARGE_ALLOC_REPORT_THRESHOLD": str(1 << 40)}
+
+
+def find_tcmalloc(dirs: tuple[str, ...] = LIBRARY_DIRS) -> str | None:
+    """The path of tcmalloc's shared library, or None where none is installed."""
+    return next((str(Path(d) / TCMALLOC) for d in dirs if (Path(d) / TCMALLOC).is_file()), None)
+
+
+def preload_environment(environ: Mapping[str, str], platform: str = sys.platform,
+                        dirs: tuple[str, ...] = LIBRARY_DIRS) -> dict[str, str] | None:
+    """The environment to run ``nmt`` again in, with an allocator preloaded; None: run as is
+    (not Linux, ``NMT_ALLOCATOR=system``, an allocator preloaded already, none installed)."""
+    choice = environ.get(ENV, "auto")
+    preloaded = environ.get("LD_PRELOAD", "")
+    if platform != "linux" or choice == "system" or "malloc" in preloaded:
+        return None
+    if choice == "auto":
+        library = find_tcmalloc(dirs)
+        if library is None:
+            return None
+    elif not Path(choice).is_file():
+        raise NmtError(f"{ENV}={choice}: no such library file; use auto, system or the path of a "
+                       "malloc library (e.g. libtcmalloc_minimal.so.4)")
+    else:
+        library = choice
+    return {**_QUIET, **environ, "LD_PRELOAD": " ".join(filter(None, (library, preloaded)))}
+
+
+def run_with_preloaded_allocator() -> None:
+    """Replace this process by the same command with :func:`preload_environment`'s allocator,
+    if it names one. Call it first thing: nothing has read stdin or started a thread yet."""
+    environ = preload_environment(os.environ)
+    if environ is not None:
+        sys.stdout.flush()
+        os.execve(sys.executable, sys.orig_argv, environ)
+
+
+def in_use() -> str:
+    """The malloc this process runs on: ``tcmalloc``, ``jemalloc``, ``mimalloc`` or ``system``."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return "system"
+    return next((name for name in ("tcmalloc", "jemalloc", "mimalloc") if f"lib{name}" in maps), "system")
+
+
+def release_free_memory() -> None:
+    """Hand the allocator's free memory back to the OS once (glibc's ``malloc_trim`` or
+    tcmalloc's ``ReleaseFreeMemory``); elsewhere nothing."""
+    process = ctypes.CDLL(None)
+    for symbol, args in (("MallocExtension_ReleaseFreeMemory", ()), ("malloc_trim", (0,))):
+        function = getattr(process, symbol, None)
+        if function is not None:
+            function(*args)
+            return
