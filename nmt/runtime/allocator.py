@@ -4,8 +4,8 @@ Nearly every training step allocates and frees tensors of sizes it has not seen 
 batch length is new). glibc's malloc keeps what they free (:func:`nmt.runtime.devices.configure_cpu`)
 but in pieces it cannot join, so its heap grows past what is ever in use at once: at the
 Transformer's reference size, 1,088 MB of heap for 675 MB in use over 300 steps. tcmalloc
-(gperftools; Debian's ``libtcmalloc-minimal4``) carves memory by size class and held the same
-run to about 340 MB less, at the same speed (docs/performance.md, "The allocator").
+(gperftools; Debian's ``libtcmalloc-minimal4``) carves memory by size class: 300 steps peaked
+at 971 MB on it and 1,201 MB on glibc's, at the same speed (docs/performance.md, "The allocator").
 
 An allocator replaces malloc only if it is loaded before anything allocates, that is before
 Python starts. So the ``nmt`` command runs itself again, once, with ``LD_PRELOAD`` naming the
