@@ -23,8 +23,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nmt.models.generator import Generator  # noqa: E402
 from nmt.models.loss import masked_cross_entropy  # noqa: E402
+from nmt.runtime.allocator import heap_in_use  # noqa: E402
 from nmt.runtime.precision import cpu_bf16_flags  # noqa: E402
-from nmt.tools.bench import PeakRSS, heap_in_use  # noqa: E402
+from nmt.tools.bench import PeakRSS  # noqa: E402
 
 
 def measure(generator: Generator, outputs: torch.Tensor, gold: torch.Tensor, precision: str,

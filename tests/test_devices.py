@@ -23,7 +23,7 @@ def test_configure_cpu_bounds_the_kernel_caches_and_keeps_the_users_setting(monk
 _GROWTH = """
 import torch
 from nmt.runtime.devices import configure_cpu
-from nmt.tools.bench import heap_in_use
+from nmt.runtime.allocator import heap_in_use
 configure_cpu(1)
 w = torch.randn(64, 64, dtype=torch.bfloat16)
 torch.ones(1, 64, dtype=torch.bfloat16) @ w

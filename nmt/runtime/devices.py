@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ctypes
-import gc
 import os
 import platform
 
@@ -10,7 +9,6 @@ import torch
 
 from nmt.errors import SettingError
 from nmt.runtime.allocator import in_use as allocator_in_use
-from nmt.runtime.allocator import release_free_memory
 
 
 def pick_device(spec: str) -> torch.device:
@@ -78,14 +76,6 @@ def configure_cpu(threads: int, processes: int = 1) -> None:
 def available_cores() -> int:
     """The CPU cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def release_freed_memory() -> None:
-    """Hand the heap's free memory back to the OS once: what preparing the data freed
-    (SentencePiece's training, the text of the corpus; 264 MB on fra-eng) would otherwise
-    stay resident for the whole run under :func:`configure_cpu`'s thresholds."""
-    gc.collect()
-    release_free_memory()
 
 
 def _keep_freed_memory() -> None:

@@ -7,7 +7,6 @@ sampled every 10 ms in each phase separately.
 """
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import functools
 import platform
@@ -42,31 +41,6 @@ from nmt.training.trainer import TrainCallbacks, Trainer
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096
-
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
-
-
-@functools.cache
-def _mallinfo2() -> Callable[[], _MallInfo2]:
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = _MallInfo2
-    return libc.mallinfo2
-
-
-def heap_in_use() -> int:
-    """Bytes the heap has handed out and not taken back: tcmalloc's count where it is preloaded
-    (:mod:`nmt.runtime.allocator`), else glibc's arenas and mmapped blocks (``mallinfo2``;
-    Linux with glibc only). A :class:`PeakRSS` ``read`` that leaves out what the heap keeps free."""
-    tcmalloc = getattr(ctypes.CDLL(None), "MallocExtension_GetNumericProperty", None)
-    if tcmalloc is not None:
-        value = ctypes.c_size_t()
-        tcmalloc(b"generic.current_allocated_bytes", ctypes.byref(value))
-        return value.value
-    info = _mallinfo2()()
-    return info.uordblks + info.hblkhd
 
 
 class PeakRSS:

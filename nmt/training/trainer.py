@@ -29,7 +29,8 @@ from nmt.inference.translate import Translator
 from nmt.models.interface import TranslationModel
 from nmt.models.kernels import use_kernels
 from nmt.models.loss import batch_loss
-from nmt.runtime.devices import describe, release_freed_memory
+from nmt.runtime.allocator import release_freed_memory
+from nmt.runtime.devices import describe
 from nmt.runtime.precision import autocast, needs_loss_scaling, resolve
 from nmt.training.distributed import Processes, lost_peers, no_sync
 from nmt.training.schedule import scheduled_lr
