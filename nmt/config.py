@@ -71,7 +71,7 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # what each means: nmt/runtime/pr
 
 # Where a transformer's defaults differ from the GRU's; chosen by measurement (docs/choices.md).
 ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
-    "transformer": {"dropout": 0.1, "schedule": "noam", "warmup_steps": 400, "lr": 1e-3},
+    "transformer": {"dropout": 0.1, "schedule": "noam", "warmup_steps": 400, "lr": 1e-3, "max_pass_pieces": 4500},
 }
 
 
@@ -85,6 +85,7 @@ class TrainConfig:
     batch_size: int = 128  # sentences per batch (of all processes together), unless batch_tokens is set
     batch_tokens: int | None = None  # target pieces per batch (ditto)
     accum: int = 1  # batches whose gradients add up to one optimiser step
+    max_pass_pieces: int = 0  # padded pieces a forward pass holds; a longer batch runs in parts, 0 = no limit
     lr: float = 2e-3
     lr_decay: float = 0.5  # multiply lr by this when validation loss stops improving
     clip: float = 1.0
@@ -177,6 +178,7 @@ class RunConfig:
                f"max_minutes must be > 0, got {t.max_minutes}")
         _check(t.batch_size >= 1, f"batch_size must be >= 1, got {t.batch_size}")
         _check(t.accum >= 1, f"accum must be >= 1, got {t.accum}")
+        _check(t.max_pass_pieces >= 0, f"max_pass_pieces must be >= 0, got {t.max_pass_pieces}")
         _check(t.batch_tokens is None or t.batch_tokens >= 1,
                f"batch_tokens must be >= 1, got {t.batch_tokens}")
         _check(t.lr > 0, f"lr must be > 0, got {t.lr}")

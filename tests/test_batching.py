@@ -3,7 +3,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nmt.data.batching import bucket_batches, length_sorted_chunks, make_batch
+from nmt.data.batching import bucket_batches, length_sorted_chunks, make_batch, padded_pieces, split_passes
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -30,6 +30,26 @@ def test_bucket_batches_yield_every_pair_exactly_once(lengths, batch_size, batch
             assert len(b) <= batch_size
         elif len(b) > 1:
             assert len(b) * max(tgt[i] + 1 for i in b) <= batch_tokens
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40)), min_size=1, max_size=130),
+       st.integers(0, 3000))
+def test_split_passes_cover_the_batch_in_order_within_the_limit(lengths, max_pieces):
+    src, tgt = [a for a, _ in lengths], [b for _, b in lengths]
+    index = list(range(len(lengths)))
+    parts = split_passes(index, src, tgt, max_pieces)
+    assert [i for part in parts for i in part] == index and all(parts)
+    if not max_pieces or padded_pieces(index, src, tgt) <= max_pieces:
+        assert parts == [index]
+    for part in parts:
+        assert len(part) == 1 or not max_pieces or padded_pieces(part, src, tgt) <= max_pieces
+    sizes = {len(part) for part in parts}
+    assert max(sizes) - min(sizes) <= len(parts)  # near-equal, so no pass is needlessly large
+
+
+def test_padded_pieces_count_both_sides_with_their_specials():
+    assert padded_pieces([0, 1], [3, 5], [4, 2]) == 2 * (5 + 1 + 4 + 1)
 
 
 def test_bucketing_keeps_similar_lengths_together_and_reshuffles():

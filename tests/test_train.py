@@ -158,3 +158,26 @@ def test_a_non_finite_gradient_takes_no_step_and_stops(tmp_path, corpus_file, mo
     train_new_run(_config(corpus_file, max_steps=1), tmp_path / "ref")  # the same seed's first step
     assert not torch.equal(first["model.generator.proj.weight"],
                            load_file(tmp_path / "ref" / "last.safetensors")["model.generator.proj.weight"])
+
+
+def test_the_heap_is_handed_back_every_few_steps(tmp_path, corpus_file, monkeypatch):
+    from nmt.training import trainer
+    released = []
+    monkeypatch.setattr(trainer, "RELEASE_EVERY", 5)
+    monkeypatch.setattr(trainer, "release_freed_memory", lambda: released.append(1))
+    train_new_run(_config(corpus_file), tmp_path / "run")
+    assert len(released) == 1 + 12 // 5  # once the data is prepared, then at steps 5 and 10
+
+
+def test_a_batch_run_in_several_passes_takes_the_same_step(tmp_path, corpus_file, monkeypatch):
+    from nmt.training.trainer import Trainer
+    whole = _config(corpus_file, max_steps=3, valid_every=3, dropout=0.0)
+    train_new_run(whole, tmp_path / "whole")
+    passes, backward = [], Trainer._backward
+    monkeypatch.setattr(Trainer, "_backward", lambda self, index, weight: passes.append(index) or
+                        backward(self, index, weight))
+    train_new_run(whole.replace(max_pass_pieces=60), tmp_path / "passes")
+    assert len(passes) > 3 and all(len(p) * 4 <= 60 or len(p) == 1 for p in passes)
+    a, b = _last_weights(tmp_path / "whole"), _last_weights(tmp_path / "passes")
+    for key in (k for k in a if k.startswith("model.")):
+        assert torch.allclose(a[key], b[key], atol=1e-5), key

@@ -137,6 +137,10 @@ def train(
                                                     "(on CPU, for a Transformer; docs/performance.md)."))] = None,
     accum: Annotated[Optional[int], Opt(help=with_default("accum", "Batches whose gradients add up to one step."),
                                         rich_help_panel="Optimisation")] = None,
+    max_pass_pieces: Annotated[Optional[int], Opt(help=with_default(
+        "max_pass_pieces", "Padded source+target pieces a forward pass holds at most: a longer batch "
+        "runs in parts whose gradients add up to its own (less memory, same step; 0: no limit)."),
+        rich_help_panel="Optimisation")] = None,
     nproc: Annotated[int, Opt(help="Train on N processes of this machine (torchrun --standalone "
                               "--nproc-per-node N); --batch-size is the batch of all of them.")] = 1,
     run_dir: Annotated[Optional[Path], Opt(help="Run directory. \\[default: checkpoints/<timestamp>]")] = None,

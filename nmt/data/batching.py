@@ -93,6 +93,28 @@ def bucket_batches(src_lens: list[int], tgt_lens: list[int], batch_size: int,
     return batches
 
 
+def padded_pieces(index: list[int], src_lens: list[int], tgt_lens: list[int]) -> int:
+    """Source and target positions of ``index``'s padded batch, EOS and BOS included."""
+    return len(index) * (max(src_lens[i] for i in index) + max(tgt_lens[i] for i in index) + 2)
+
+
+def split_passes(index: list[int], src_lens: list[int], tgt_lens: list[int], max_pieces: int) -> list[list[int]]:
+    """``index`` in as few consecutive, near-equal parts as keep each one's :func:`padded_pieces`
+    within ``max_pieces`` (0: no limit), a single sentence being the smallest part.
+
+    The parts' gradients, each weighted by the whole batch's token count, add up to the batch's:
+    a long batch runs in several forward passes, and holds that much less for backward.
+    """
+    if not max_pieces:
+        return [index]
+    for parts in range(1, len(index) + 1):
+        size = -(-len(index) // parts)
+        chunks = [index[k:k + size] for k in range(0, len(index), size)]
+        if all(padded_pieces(c, src_lens, tgt_lens) <= max_pieces for c in chunks):
+            return chunks
+    return [[i] for i in index]
+
+
 def length_sorted_chunks(lengths: list[int], batch_size: int) -> list[list[int]]:
     """Indices in batches of similar length, for inference; the caller restores the order."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])

@@ -23,7 +23,7 @@ import torch
 
 from nmt import __version__
 from nmt.config import RunConfig
-from nmt.data.batching import Batch, make_batch
+from nmt.data.batching import Batch, make_batch, padded_pieces
 from nmt.data.prepare import prepare_run_data
 from nmt.data.tokenizer import PAD_ID
 from nmt.inference.quantize import load_for_decoding
@@ -77,8 +77,9 @@ class BenchResult:
 def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int, device: torch.device
                    ) -> tuple[dict[str, float], Callable[[], dict[str, float]]]:
     """Train a fresh model of ``config``'s size on ``pairs`` random corpus pairs (all if None),
-    bucketed as ``nmt train`` buckets them; time it. The first warm-up step runs the epoch's
-    largest batch, so that the peak RSS includes the step that a whole epoch peaks in.
+    bucketed as ``nmt train`` buckets them; time it. The second warm-up step runs the epoch's
+    largest batch, once the optimiser's state exists, so that the peak RSS includes the step
+    that a whole epoch peaks in.
 
     :return: the figures; a call that counts the timed steps' matmul FLOPs (see
         :mod:`nmt.tools.flops`) and compares their rate with the device's matmul peak
@@ -91,8 +92,8 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
         model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(device)
         trainer = Trainer(config, model, data, device, TrainCallbacks())
         batches = trainer.batches_of_epoch(0)
-        if warmup:
-            batches.insert(0, _largest(batches, data.train_src.lengths(), data.train_tgt.lengths()))
+        if warmup:  # second where it can be: the first step creates Adam's state, held ever after
+            batches.insert(min(1, warmup - 1), _largest(batches, trainer.src_lens, trainer.tgt_lens))
         while len(batches) < warmup + steps:
             batches += trainer.batches_of_epoch(len(batches))
         with PeakRSS() as rss:
@@ -125,8 +126,7 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
 
 def _largest(batches: list[list[int]], src_lens: list[int], tgt_lens: list[int]) -> list[int]:
     """The batch with the most padded pieces, source and target."""
-    return max(batches, key=lambda index: len(index) * (max(src_lens[i] for i in index)
-                                                        + max(tgt_lens[i] for i in index)))
+    return max(batches, key=lambda index: padded_pieces(index, src_lens, tgt_lens))
 
 
 def _efficiency(config: RunConfig, source_pieces: torch.Tensor, target_pieces: torch.Tensor,

@@ -22,7 +22,7 @@ from typing import Iterator
 import torch
 
 from nmt.config import RunConfig
-from nmt.data.batching import bucket_batches, make_batch
+from nmt.data.batching import bucket_batches, make_batch, split_passes
 from nmt.data.prepare import RunData
 from nmt.inference.metrics import bleu
 from nmt.inference.translate import Translator
@@ -39,6 +39,10 @@ from nmt.training.state import TrainState
 log = logging.getLogger(__name__)
 
 MIN_VALID_GAP = 200  # steps; epochs shorter than this are validated every few epochs
+# Steps between handing the heap's free pages back to the OS. Each batch length frees blocks
+# of new sizes, and what the heap keeps free grows through a run (docs/performance.md, "A
+# whole run under 1 GB"); a release costs about 0.2 s, half a step at the reference size.
+RELEASE_EVERY = 50
 
 
 def make_optimizer(model: TranslationModel, lr: float, device: torch.device) -> torch.optim.Optimizer:
@@ -95,8 +99,10 @@ class Trainer:
         self.step_seconds = 0.0  # the last step's, as the ranks agree
         self.step_tokens = 0  # the last step's target pieces, over all ranks
         self.clock = time.monotonic()  # the last step's end: the next one's time counts from it
+        self.steps_taken = 0  # by this trainer, for RELEASE_EVERY
         self.last_valid_step = self.state.step
         self.loss_since_valid: list[float] = []
+        self.src_lens, self.tgt_lens = data.train_src.lengths(), data.train_tgt.lengths()
         self.valid = data.split.valid
         self.valid_src = data.tokenizer.encode([s for s, _ in self.valid])
         self.valid_tgt = data.tokenizer.encode([t for _, t in self.valid])
@@ -108,9 +114,8 @@ class Trainer:
 
     def batches_of_epoch(self, epoch: int) -> list[list[int]]:
         """The epoch's batch order: a pure function of seed and epoch, so resumes replay it."""
-        src_lens, tgt_lens = self.data.train_src.lengths(), self.data.train_tgt.lengths()
         rng = random.Random(self.t.seed * 1_000_003 + epoch)
-        return bucket_batches(src_lens, tgt_lens, self.t.batch_size, self.t.batch_tokens, rng)
+        return bucket_batches(self.src_lens, self.tgt_lens, self.t.batch_size, self.t.batch_tokens, rng)
 
     def train_step(self, group: list[list[int]]) -> float | None:
         """One optimiser step on ``group``: global batches of corpus indices (``accum`` of
@@ -126,10 +131,11 @@ class Trainer:
         tokens = sum(len(self.data.train_tgt[i]) + 1 for index in group for i in index)  # + EOS
         self.step_tokens = tokens
         self.optimizer.zero_grad(set_to_none=True)
+        passes = [(part, weight) for index in group for part, weight in self._passes(index, world / tokens)]
         loss_sum = 0.0
-        for k, index in enumerate(group):
-            with no_sync(self.replica) if k < len(group) - 1 else contextlib.nullcontext():
-                loss_sum += self._backward(index, world / tokens)
+        for k, (part, weight) in enumerate(passes):
+            with no_sync(self.replica) if k < len(passes) - 1 else contextlib.nullcontext():
+                loss_sum += self._backward(part, weight)
         now = time.monotonic()
         loss_sum, signals, seconds = self.processes.sum([loss_sum, float(self.signal), now - self.clock])
         self.clock, self.step_seconds = now, seconds / world
@@ -148,20 +154,29 @@ class Trainer:
             return None
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        self.steps_taken += 1
+        if self.steps_taken % RELEASE_EVERY == 0:
+            release_freed_memory()
         return loss
 
-    def _backward(self, index: list[int], weight: float) -> float:
-        """Forward and backward over this rank's share of the global batch ``index``, the
-        summed loss weighted by ``weight``; returns the (unweighted) summed loss.
+    def _passes(self, index: list[int], weight: float) -> list[tuple[list[int], float]]:
+        """This rank's share of the global batch ``index``, as forward passes of at most
+        ``max_pass_pieces`` padded pieces, each with the weight of its summed loss.
 
         A rank whose share is empty runs one sentence at weight 0, since every rank must take
         part in the gradients' all-reduce.
         """
         mine = self.processes.shard(index)
         if not mine:
-            mine, weight = index[:1], 0.0
-        batch = make_batch([self.data.train_src[i] for i in mine],
-                           [self.data.train_tgt[i] for i in mine]).to(self.device)
+            return [(index[:1], 0.0)]
+        parts = split_passes(mine, self.src_lens, self.tgt_lens, self.t.max_pass_pieces)
+        return [(part, weight) for part in parts]
+
+    def _backward(self, index: list[int], weight: float) -> float:
+        """Forward and backward over the corpus pairs ``index``, the summed loss weighted by
+        ``weight``; returns the (unweighted) summed loss."""
+        batch = make_batch([self.data.train_src[i] for i in index],
+                           [self.data.train_tgt[i] for i in index]).to(self.device)
         with autocast(self.device, self.precision):
             loss = batch_loss(self.model, batch, self.t.label_smoothing, forward=self.replica)
         with lost_peers():
