@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import gc
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -79,11 +78,12 @@ def in_use() -> str:
 
 
 def release_freed_memory() -> None:
-    """Hand the heap's free memory back to the OS once (tcmalloc's ``ReleaseFreeMemory`` or
-    glibc's ``malloc_trim``; elsewhere nothing): what preparing the data freed (SentencePiece's
-    training, the text of the corpus; 264 MB on fra-eng) would otherwise stay resident for the
-    whole run under :func:`nmt.runtime.devices.configure_cpu`'s thresholds."""
-    gc.collect()
+    """Hand the heap's free memory back to the OS (tcmalloc's ``ReleaseFreeMemory`` or glibc's
+    ``malloc_trim``; elsewhere nothing). What preparing the data freed (SentencePiece's training,
+    the text of the corpus; 264 MB on fra-eng) would otherwise stay resident for the whole run
+    under :func:`nmt.runtime.devices.configure_cpu`'s thresholds, and what a run's steps free
+    grows the heap (docs/performance.md, "A whole run under 1 GB"). Objects in reference cycles
+    are not yet freed: a caller that made many collects them first."""
     process = ctypes.CDLL(None)
     for symbol, args in (("MallocExtension_ReleaseFreeMemory", ()), ("malloc_trim", (0,))):
         function = getattr(process, symbol, None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import logging
 import math
 import random
@@ -41,7 +42,8 @@ log = logging.getLogger(__name__)
 MIN_VALID_GAP = 200  # steps; epochs shorter than this are validated every few epochs
 # Steps between handing the heap's free pages back to the OS. Each batch length frees blocks
 # of new sizes, and what the heap keeps free grows through a run (docs/performance.md, "A
-# whole run under 1 GB"); a release costs about 0.2 s, half a step at the reference size.
+# whole run under 1 GB"). A release took 0.19-0.28 s at the reference size, then with a full
+# garbage collection (about 0.1 s) that it no longer runs: a step takes 0.4 s.
 RELEASE_EVERY = 50
 
 
@@ -106,7 +108,8 @@ class Trainer:
         self.valid = data.split.valid
         self.valid_src = data.tokenizer.encode([s for s, _ in self.valid])
         self.valid_tgt = data.tokenizer.encode([t for _, t in self.valid])
-        release_freed_memory()  # what preparing the data freed
+        gc.collect()  # what preparing the data left in reference cycles, then all it freed
+        release_freed_memory()
 
     @property
     def lr(self) -> float:
@@ -128,7 +131,7 @@ class Trainer:
         is summed over them, the gradient all-reduced.
         """
         world = self.processes.world
-        tokens = sum(len(self.data.train_tgt[i]) + 1 for index in group for i in index)  # + EOS
+        tokens = sum(self.tgt_lens[i] + 1 for index in group for i in index)  # + EOS
         self.step_tokens = tokens
         self.optimizer.zero_grad(set_to_none=True)
         passes = [(part, weight) for index in group for part, weight in self._passes(index, world / tokens)]
