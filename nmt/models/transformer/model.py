@@ -1,10 +1,11 @@
 """The Transformer encoder-decoder (Vaswani et al. 2017) as a :class:`nmt.models.interface.TranslationModel`.
 
 Encoder layers: self-attention, then feed-forward. Decoder layers: causal self-attention,
-encoder-decoder attention, feed-forward. Each sub-layer sits in a residual with layer norm
-(pre-norm by default: a final norm closes each stack). Decoding is incremental: each decoder
-layer caches the keys and values of the positions decoded so far, and the encoder-decoder
-attention's keys and values are projected once per batch, so a step costs one position.
+encoder-decoder attention, feed-forward. Each sub-layer sits in a residual with layer norm:
+post-norm by default, the paper's; pre-norm closes each stack with a final norm. Decoding is
+incremental: each decoder layer caches the keys and values of the positions decoded so far,
+and the encoder-decoder attention's keys and values are projected once per batch, so a step
+costs one position.
 """
 from __future__ import annotations
 
