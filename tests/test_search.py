@@ -7,6 +7,7 @@ from conftest import tiny_model
 from nmt.data.batching import make_batch
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.inference.search import beam_search, greedy_search, max_output_lengths
+from nmt.models.interface import sentence_rows
 
 
 def test_greedy_matches_a_manual_step_by_step_argmax():
@@ -166,16 +167,20 @@ def test_early_stop_keeps_the_nbest_lists_and_saves_steps(monkeypatch):
 # --- search over the interface alone ------------------------------------------------------
 
 class _BigramState:
-    """A fake model's state: the source lengths and padded width (for attention)."""
+    """A fake model's state: each row's source length, the padded width (for attention) and
+    the rows per sentence."""
 
-    def __init__(self, src_len, width):
-        self.src_len, self.width = src_len, width
+    def __init__(self, src_len, width, beams=1):
+        self.src_len, self.width, self.beams = src_len, width, beams
 
     def select(self, index):
-        return _BigramState(self.src_len[index], self.width)
+        return _BigramState(self.src_len[sentence_rows(index, self.beams)], self.width, self.beams)
+
+    def repeat_beams(self, beams):
+        return _BigramState(self.src_len.repeat_interleave(beams), self.width, self.beams * beams)
 
     def reorder_beams(self, index):
-        return self.select(index)
+        return _BigramState(self.src_len[index], self.width, self.beams)
 
 
 class _BigramModel:

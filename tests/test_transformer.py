@@ -51,6 +51,26 @@ def test_the_source_keys_and_values_are_laid_out_once_for_every_step():
     assert all(t.is_contiguous() and t.shape == (2, 4, 5, 4)  # (batch, heads, src_len + EOS, head size)
                for pair in state.cross for t in pair)
 
+
+def test_beams_share_their_sentence_source_and_decode_as_if_each_had_a_copy():
+    model = _model()
+    batch = make_batch([[5, 9, 11, 6], [7, 8]], [[12], [13]])
+    prev = torch.tensor([12, 13, 14, 15, 16, 17])  # three beams a sentence
+    with torch.no_grad():
+        state = model.encode(batch.src, batch.src_len)
+        _, state, _ = model.step(batch.tgt_in[:, 0], state)
+        shared = state.repeat_beams(3)
+        copied = state.select(torch.tensor([0, 0, 0, 1, 1, 1]))  # six one-row sentences
+        out_shared, shared, attn_shared = model.step(prev, shared)
+        out_copied, _, attn_copied = model.step(prev, copied)
+    assert all(t.size(0) == 2 for pair in shared.cross for t in pair)  # once per sentence
+    assert all(t.size(0) == 6 for pair in shared.past for t in pair)  # once per beam
+    torch.testing.assert_close(out_shared, out_copied, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(attn_shared, attn_copied, rtol=1e-5, atol=1e-6)
+    kept = shared.select(torch.tensor([1]))  # the second sentence's three beams
+    assert kept.src_mask.size(0) == 1 and kept.past[0][0].size(0) == 3
+    torch.testing.assert_close(kept.past[0][0], shared.past[0][0][3:])
+
 def test_padding_and_later_targets_change_nothing_before_them():
     model = _model(1)
     one = make_batch([[5, 6, 7]], [[8, 9, 10]])

@@ -166,8 +166,9 @@ class _Beams:
         keep_rows = rows.gather(1, go_on).view(-1)
         self.scores = top_scores.gather(1, go_on)
         self.prev = token.gather(1, go_on).view(-1)
-        # After the first step, rows move only among their own sentence's beams.
-        self.state = (self.state.reorder_beams if width == k else self.state.select)(keep_rows)
+        # The first step's k candidates all extend its one row per sentence, so keep_rows
+        # repeats each row k times; after it, rows move only among their own sentence's beams.
+        self.state = self.state.reorder_beams(keep_rows) if width == k else self.state.repeat_beams(k)
         self.width = k
         self.tokens = torch.cat([self.tokens[keep_rows], self.prev.unsqueeze(1)], dim=1)
         if self.attn is not None:
@@ -222,5 +223,5 @@ class _Beams:
         self.prev, self.tokens = self.prev[rows], self.tokens[rows]
         if self.attn is not None:
             self.attn = self.attn[rows]
-        self.state = self.state.select(rows)
+        self.state = self.state.select(idx)
         return True

@@ -19,15 +19,30 @@ from torch import nn
 
 class DecoderState(Protocol):
     """Whatever one decoding step needs (encoder memory, masks, recurrent state, key/value
-    caches); opaque to search, which only keeps, repeats or reorders its sentences."""
+    caches); opaque to search, which only keeps, repeats or reorders its sentences' rows.
+
+    A state holds one row per sentence, or after :meth:`repeat_beams` ``beams`` consecutive
+    rows per sentence (its beams), which may share the sentence's source side."""
 
     def select(self, index: torch.Tensor) -> DecoderState:
-        """Keep (or repeat) the sentences at ``index``, shape (new_batch,): finished
-        sentences leave, and beam search's first step repeats each sentence k times."""
+        """Keep the sentences at ``index``, shape (kept,), each with all its rows: finished
+        sentences leave."""
+
+    def repeat_beams(self, beams: int) -> DecoderState:
+        """Each row becomes ``beams`` consecutive rows: beam search's first step, one row per
+        sentence, seeds the beams."""
 
     def reorder_beams(self, index: torch.Tensor) -> DecoderState:
-        """Like :meth:`select`, for ``index`` that moves each row only among its own
-        sentence's beams: what is equal across those rows (the source) may stay put."""
+        """The rows at ``index``, shape (rows,), each taken from its own sentence's rows: what
+        is equal across those rows (the source) may stay put."""
+
+
+def sentence_rows(sentences: torch.Tensor, beams: int) -> torch.Tensor:
+    """The rows of ``sentences``, shape (n,), in a batch of ``beams`` consecutive rows per
+    sentence: shape (n * beams,)."""
+    if beams == 1:
+        return sentences
+    return (sentences.unsqueeze(1) * beams + torch.arange(beams, device=sentences.device)).view(-1)
 
 
 class TranslationModel(Protocol):

@@ -27,6 +27,7 @@ from torch import nn
 
 from nmt.models.attention import AdditiveAttention, make_attention
 from nmt.models.dropout import Dropout, dropout, dropout_mask
+from nmt.models.interface import sentence_rows
 from nmt.models.kernels import bptt_runs
 from nmt.models.pieces import PieceEmbedding, PieceMap
 from nmt.models.rnn.bptt import teacher_forced
@@ -34,7 +35,7 @@ from nmt.models.rnn.gru_cell import gru_cell
 
 
 class DecoderState(NamedTuple):
-    """What one decoding step needs; batch is dim 0 except for ``hidden`` (dim 1).
+    """What one decoding step needs; batch (rows) is dim 0 except for ``hidden`` (dim 1).
 
     hidden: GRU states, shape (layers, batch, hidden)
     memory: encoder outputs (attention values), shape (batch, src_len, hidden)
@@ -42,6 +43,7 @@ class DecoderState(NamedTuple):
     src_mask: True at real source tokens, shape (batch, src_len)
     feed: the last attentional output h~_{i-1}, shape (batch, hidden); zeros at the start
         (unused by :class:`BahdanauDecoder`)
+    beams: consecutive rows per sentence (beam search's); each row holds its source's copy
     """
 
     hidden: torch.Tensor
@@ -49,18 +51,27 @@ class DecoderState(NamedTuple):
     proj_keys: torch.Tensor
     src_mask: torch.Tensor
     feed: torch.Tensor
+    beams: int = 1
 
     def select(self, index: torch.Tensor) -> DecoderState:
-        """Keep (or repeat) the sentences at ``index`` (shape (new_batch,)), e.g. for beams."""
-        return DecoderState(self.hidden.index_select(1, index), self.memory.index_select(0, index),
-                            self.proj_keys.index_select(0, index), self.src_mask.index_select(0, index),
-                            self.feed.index_select(0, index))
+        """Keep the sentences at ``index`` (shape (kept,)) with all their rows."""
+        return self._rows(sentence_rows(index, self.beams), self.beams)
+
+    def repeat_beams(self, beams: int) -> DecoderState:
+        """Each row ``beams`` times, consecutively."""
+        rows = torch.arange(self.feed.size(0), device=self.feed.device).repeat_interleave(beams)
+        return self._rows(rows, self.beams * beams)
 
     def reorder_beams(self, index: torch.Tensor) -> DecoderState:
-        """Like :meth:`select` with each row moving only among its own sentence's beams:
-        memory, keys and mask are equal across those rows, so they stay where they are."""
+        """The rows at ``index``, each from its own sentence's rows: memory, keys and mask are
+        equal across those rows, so they stay where they are."""
         return self._replace(hidden=self.hidden.index_select(1, index),
                              feed=self.feed.index_select(0, index))
+
+    def _rows(self, rows: torch.Tensor, beams: int) -> DecoderState:
+        return DecoderState(self.hidden.index_select(1, rows), self.memory.index_select(0, rows),
+                            self.proj_keys.index_select(0, rows), self.src_mask.index_select(0, rows),
+                            self.feed.index_select(0, rows), beams)
 
 
 class _AttentionGRUDecoder(nn.Module):

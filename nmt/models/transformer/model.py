@@ -18,6 +18,7 @@ from torch import nn
 from nmt.config import ModelConfig
 from nmt.models.generator import Generator, GeneratorOutputs
 from nmt.models.halfwidth import matmul_input
+from nmt.models.interface import sentence_rows
 from nmt.models.masks import lengths_to_mask
 from nmt.models.pieces import PieceEmbedding, PieceMap
 from nmt.models.transformer.layers import FeedForward, Residual
@@ -29,16 +30,19 @@ KeyValue = tuple[torch.Tensor, torch.Tensor]  # each (batch, heads, len, head_si
 
 @dataclass(frozen=True)
 class TransformerState:
-    """What a decoding step needs; batch is dim 0 of every tensor.
+    """What a decoding step needs; sentences or rows are dim 0 of every tensor.
 
-    cross: per decoder layer, the encoder-decoder attention's keys and values of the source
-    src_mask: True at real source tokens, shape (batch, src_len)
-    past: per decoder layer, the self-attention's keys and values of the positions so far
+    cross: per decoder layer, the encoder-decoder attention's keys and values of each sentence's
+        source, once per sentence however many beams it has
+    src_mask: True at real source tokens, shape (sentences, src_len)
+    past: per decoder layer, each row's self-attention keys and values of the positions so far
+    beams: consecutive rows per sentence (beam search's)
     """
 
     cross: list[KeyValue]
     src_mask: torch.Tensor
     past: list[KeyValue]
+    beams: int = 1
 
     @property
     def length(self) -> int:
@@ -46,9 +50,14 @@ class TransformerState:
         return self.past[0][0].size(2) if self.past else 0
 
     def select(self, index: torch.Tensor) -> TransformerState:
-        """Keep (or repeat) the sentences at ``index``, shape (new_batch,)."""
+        """Keep the sentences at ``index``, shape (kept,), with all their rows."""
         return TransformerState(_take(self.cross, index), self.src_mask.index_select(0, index),
-                                _take(self.past, index))
+                                _take(self.past, sentence_rows(index, self.beams)), self.beams)
+
+    def repeat_beams(self, beams: int) -> TransformerState:
+        """Each row ``beams`` times, consecutively; the sources stay one per sentence."""
+        rows = torch.arange(self.src_mask.size(0) * self.beams, device=self.src_mask.device)
+        return replace(self, past=_take(self.past, rows.repeat_interleave(beams)), beams=self.beams * beams)
 
     def reorder_beams(self, index: torch.Tensor) -> TransformerState:
         """Rows move only among their sentence's beams: the source side stays where it is."""
@@ -98,7 +107,9 @@ class DecoderLayer(nn.Module):
         """Decode ``x`` (batch, len, size), the positions after ``past``'s.
 
         :param self_mask: causal mask over the ``len`` new positions, (len, len); None for one
-        :param cross_mask: shape (batch, 1, 1, src_len)
+        :param cross: the source's keys and values, once per sentence: ``batch`` is a whole
+            number of rows per sentence, consecutive (its beams)
+        :param cross_mask: shape (sentences, 1, 1, src_len)
         :return: outputs, shape (batch, len, size); the self-attention's keys and values up to
             and including these positions; the attention weights ``need_weights`` names:
             "decoder", self-attention, (batch, heads, len, past + len); "cross", encoder-decoder,
@@ -117,8 +128,15 @@ class DecoderLayer(nn.Module):
             return out
 
         def attend_source(y: torch.Tensor) -> torch.Tensor:
-            out, weights["cross"] = self.cross_attention(y, *cross, cross_mask, "cross" in need_weights)
-            return out
+            # A sentence's beams query its source together, as positions of one sequence.
+            rows, length, size = y.shape
+            sentences = cross[0].size(0)
+            out, w = self.cross_attention(y.reshape(sentences, -1, size), *cross, cross_mask,
+                                          "cross" in need_weights)
+            if "cross" in need_weights:  # (sentences, heads, beams * len, src_len) -> per row
+                w = w.view(sentences, w.size(1), -1, length, w.size(3)).transpose(1, 2)
+                weights["cross"] = w.reshape(rows, w.size(2), length, w.size(4))
+            return out.reshape(rows, length, size)
 
         x = self.attend_self(x, attend_self)
         x = self.attend_source(x, attend_source)
