@@ -1,5 +1,6 @@
 """Decoding: batched greedy and beam search over :class:`nmt.models.interface.TranslationModel`
-(``encode``, ``step``, ``logits``, ``piece_ids`` and the state's ``select``/``reorder_beams``)."""
+(``encode``, ``step``, ``logits``, ``piece_ids`` and the state's ``select``, ``repeat_beams``
+and ``reorder_beams``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
