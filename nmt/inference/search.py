@@ -10,7 +10,7 @@ import torch
 
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.inference.argmax import row_topk
-from nmt.models.interface import TranslationModel
+from nmt.models.interface import TranslationModel, sentence_rows
 
 
 @dataclass
@@ -219,7 +219,7 @@ class _Beams:
         if not keep:
             return False
         idx = torch.tensor(keep, device=self.scores.device)
-        rows = (idx.unsqueeze(1) * self.k + torch.arange(self.k, device=idx.device)).view(-1)
+        rows = sentence_rows(idx, self.k)
         self.max_len, self.scores = self.max_len[idx], self.scores[idx]
         self.prev, self.tokens = self.prev[rows], self.tokens[rows]
         if self.attn is not None:
