@@ -230,3 +230,45 @@ def test_greedy_and_beam_search_need_only_the_model_interface():
     assert beams[2][0].attention.shape == (2, 2)
     cut = greedy_search(model, src, src_len, torch.tensor([1, 6, 6]))
     assert cut[0].tokens == [model.A] and cut[0].attention.shape == (1, 3)  # budget ends it
+
+
+class _RowCounter:
+    """``model`` whose steps record their row counts."""
+
+    def __init__(self, model):
+        self.model, self.rows = model, []
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def step(self, prev, state):
+        self.rows.append(prev.numel())
+        return self.model.step(prev, state)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_rows_kept_to_a_multiple_decode_the_same_hypotheses(beam):
+    """Ended sentences that stay in the batch to pad it change nothing, and do pad it."""
+    model = tiny_model(vocab=30, seed=5)
+    batch = make_batch(SOURCES + [[6, 7], [8, 9, 10, 11, 12], [13]])  # 7 sentences
+    budget = max_output_lengths(batch.src_len, 2.0, 3, cap=40)
+    found, rows = {}, {}
+    for multiple in (1, 4):
+        counted = _RowCounter(model)
+        if beam == 1:
+            found[multiple] = [[h] for h in greedy_search(counted, batch.src, batch.src_len, budget,
+                                                           row_multiple=multiple)]
+        else:
+            found[multiple] = beam_search(counted, batch.src, batch.src_len, budget, beam, nbest=2,
+                                          row_multiple=multiple)
+        rows[multiple] = counted.rows
+    for plain, padded in zip(found[1], found[4]):
+        assert [h.tokens for h in plain] == [h.tokens for h in padded]
+        for a, b in zip(plain, padded):
+            assert a.score == pytest.approx(b.score, abs=1e-5)
+            torch.testing.assert_close(a.attention, b.attention)
+    # All 7 sentences (beam search: first 1 row each, then 3), or the batch cut to 4 sentences
+    # once 4 rows (4 sentences of 3 beams: 12) hold every one still going.
+    allowed = {7, 4} if beam == 1 else {7, 21, 12}
+    assert set(rows[4]) <= allowed and 4 in {n // beam for n in rows[4]}
+    assert set(rows[1]) - allowed  # unpadded, the batch went through other counts

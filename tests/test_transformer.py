@@ -10,9 +10,12 @@ from test_transformer_cli import one_size
 from nmt.config import ModelConfig
 from nmt.data.batching import make_batch
 from nmt.data.tokenizer import PAD_ID
-from nmt.inference.quantize import quantize_int8
+from nmt.inference.quantize import load_for_decoding, quantize_int8
 from nmt.inference.search import beam_search, greedy_search
+from nmt.inference.translate import Translator
+from nmt.models.attention import scaled_dot_product
 from nmt.models.build import build_model, describe
+from nmt.models.transformer.multihead import attend
 
 VOCAB = 40
 
@@ -70,6 +73,37 @@ def test_beams_share_their_sentence_source_and_decode_as_if_each_had_a_copy():
     kept = shared.select(torch.tensor([1]))  # the second sentence's three beams
     assert kept.src_mask.size(0) == 1 and kept.past[0][0].size(0) == 3
     torch.testing.assert_close(kept.past[0][0], shared.past[0][0][3:])
+
+def test_a_bf16_search_multiplies_attention_in_float32():
+    """oneDNN compiles a bf16 kernel per product shape, and each search step's key length is a
+    new one: search's attention products take the bf16 inputs in float32 instead."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, 1, 8).bfloat16(), torch.randn(2, 4, 5, 8).bfloat16(), torch.randn(2, 4, 5, 8).bfloat16()
+    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])[:, None, None, :]
+    with torch.inference_mode():
+        context, weights = attend(q, k, v, mask)
+    expected, expected_weights = scaled_dot_product(q.float(), k.float(), v.float(), mask)
+    assert weights.dtype == torch.float32 and torch.equal(weights, expected_weights)
+    assert context.dtype == torch.bfloat16 and torch.equal(context, expected.bfloat16())
+    with torch.inference_mode():
+        state = _model().to(torch.bfloat16).encode(torch.tensor([[5, 9, 3]]), torch.tensor([3]))
+    assert state.cross[0][0].dtype == torch.bfloat16  # the caches stay half-width
+
+
+def test_a_transformer_decodes_in_bf16_weights_on_cpu_and_a_gru_under_autocast(transformer_run, tiny_run):
+    """Autocast would cast every weight again at every step; bf16 decoding on CPU one batch
+    at a time, its rows kept to multiples of an AMX tile's 16."""
+    cpu = torch.device("cpu")
+    model, tokenizer, precision = load_for_decoding(transformer_run, "bf16", cpu)
+    assert precision == "bf16" and {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    gru, _, _ = load_for_decoding(tiny_run, "bf16", cpu)
+    assert {p.dtype for p in gru.parameters()} == {torch.float32}
+    translator = Translator(model, tokenizer, cpu, precision=precision)
+    assert (translator.parallel_workers(), translator.row_multiple) == (1, 16)
+    assert len(translator.translate(["Tom sees the cat.", "Go."])) == 2
+    fp32 = Translator(load_for_decoding(transformer_run, "fp32", cpu)[0], tokenizer, cpu)
+    assert fp32.row_multiple == 1 and fp32.parallel_workers() == min(2, torch.get_num_threads())
+
 
 def test_padding_and_later_targets_change_nothing_before_them():
     model = _model(1)

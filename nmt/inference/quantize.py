@@ -20,6 +20,7 @@ import torch
 from nmt.errors import NmtError, SettingError
 from nmt.inference.loading import load_run
 from nmt.models.interface import TranslationModel
+from nmt.runtime.precision import CPU_BF16_ARCHS
 from nmt.runtime.precision import PRECISIONS as FLOAT_PRECISIONS
 from nmt.runtime.precision import resolve
 
@@ -74,11 +75,18 @@ def decoding_device(precision: str, spec: str) -> torch.device:
 
 def load_for_decoding(run: Path, precision: str, device: torch.device) -> tuple[TranslationModel, Any, str]:
     """A run's model for decoding at ``precision`` on ``device`` (from :func:`decoding_device`):
-    int8 weights for int8, the float32 weights otherwise (autocast does the rest).
+    int8 weights for int8, bfloat16 ones for a Transformer in bf16 on CPU, the float32
+    weights otherwise (autocast does the rest).
 
     :return: (model in eval mode, Tokenizer, the precision resolved: fp32, bf16, fp16 or int8)
     """
     config, model, tokenizer = load_run(run, device)
     if precision == "int8":
         return quantize_int8(model), tokenizer, precision
-    return model, tokenizer, resolve(precision, device, config.model.arch)
+    resolved = resolve(precision, device, config.model.arch)
+    if resolved == "bf16" and device.type == "cpu" and config.model.arch in CPU_BF16_ARCHS:
+        # Under inference mode autocast casts every weight again at every call, 13% of greedy
+        # search's time on CPU: cast them once instead (docs/performance.md, "Decoding with
+        # AMX"). The GRU keeps float32 weights: its recurrent state would run in bfloat16.
+        model = model.to(torch.bfloat16)
+    return model, tokenizer, resolved

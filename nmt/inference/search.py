@@ -3,6 +3,7 @@
 and ``reorder_beams``)."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,10 +33,14 @@ def max_output_lengths(src_len: torch.Tensor, ratio: float, extra: int, cap: int
 @torch.inference_mode()
 def greedy_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Tensor,
                   max_len: torch.Tensor, with_scores: bool = True, with_attention: bool = True,
-                  argmax: Callable[[torch.Tensor], torch.Tensor] | None = None) -> list[Hypothesis]:
+                  argmax: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                  row_multiple: int = 1) -> list[Hypothesis]:
     """Pick the most likely piece at every step until EOS or the sentence's length budget.
 
-    Finished sentences leave the batch, so one long output does not keep the others decoding.
+    Finished sentences leave the batch, so one long output does not keep the others decoding;
+    with ``row_multiple`` above 1 only as far as the rows left stay a multiple of it (ended rows
+    decode on, unread), so the decoder meets few row counts: bfloat16 kernels on CPU are
+    compiled per shape (docs/performance.md, "Decoding with AMX").
     Without ``with_scores`` the hypotheses' scores are NaN: the per-step log-normaliser over
     the vocabulary (a seventh of greedy search's time at 8,000 pieces) is skipped; without
     ``with_attention`` the hypotheses' attention is None and never gathered. ``argmax``, when
@@ -53,32 +58,50 @@ def greedy_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Ten
     weights = torch.zeros(batch, steps, src.size(1), device=device) if with_attention else None
     scores = torch.zeros(batch, device=device)
     out_len = torch.zeros(batch, dtype=torch.long, device=device)  # pieces kept, EOS included
-    alive = torch.arange(batch, device=device)  # original row of each sentence still decoding
+    rows = torch.arange(batch, device=device)  # the original sentence of each row decoded
+    done = torch.zeros(batch, dtype=torch.bool, device=device)  # rows whose sentence has ended
     prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     for step in range(steps):
         output, state, attn = model.step(prev, state)
         if argmax is not None and not with_scores:
             prev = argmax(output)
         else:
-            logits = model.logits(output).float()  # (alive, outputs)
+            logits = model.logits(output).float()  # (rows, outputs)
             best, prev = (t.squeeze(1) for t in row_topk(logits, 1, kernels=model.kernels))
-            if with_scores:
-                scores[alive] += best - torch.logsumexp(logits, dim=-1)  # log-probability of the pick
+            if with_scores:  # log-probability of the pick
+                scores[rows] += (best - torch.logsumexp(logits, dim=-1)).masked_fill_(done, 0.0)
         prev = model.piece_ids(prev)
-        tokens[alive, step] = prev
+        # Ended rows write past their end, which _collect never reads.
+        tokens[rows, step] = prev
         if weights is not None:
-            weights[alive, step] = attn.to(weights.dtype)
-        finished = (prev == EOS_ID) | (step + 1 >= max_len)
-        if bool(finished.any()):
-            out_len[alive[finished]] = step + 1
-            going = (~finished).nonzero().squeeze(1)
-            if going.numel() == 0:
+            weights[rows, step] = attn.to(weights.dtype)
+        ends = ((prev == EOS_ID) | (step + 1 >= max_len)) & ~done
+        if bool(ends.any()):
+            out_len[rows[ends]] = step + 1
+            done |= ends
+            keep = _rows_to_keep(done, row_multiple)
+            if keep is None:
                 break
-            alive, prev, max_len = alive[going], prev[going], max_len[going]
-            state = state.select(going)
+            if keep.numel() < rows.numel():
+                rows, prev, max_len, done = rows[keep], prev[keep], max_len[keep], done[keep]
+                state = state.select(keep)
     if not with_scores:
         scores.fill_(float("nan"))
     return _collect(tokens.tolist(), weights, scores.tolist(), out_len.tolist(), src_len.tolist())
+
+
+def _rows_to_keep(done: torch.Tensor, multiple: int) -> torch.Tensor | None:
+    """Which of the rows ``done`` flags to decode on, in order: those still going, padded
+    with ended ones to a multiple of ``multiple`` (all, while that is not fewer); None when
+    none is going. :param done: shape (rows,)"""
+    going = (~done).nonzero().squeeze(1)
+    if going.numel() == 0:
+        return None
+    padded = -(-going.numel() // multiple) * multiple
+    if padded >= done.numel():
+        return torch.arange(done.numel(), device=done.device)
+    ended = done.nonzero().squeeze(1)[:padded - going.numel()]
+    return torch.cat([going, ended]).sort().values
 
 
 def _collect(rows: list[list[int]], weights: torch.Tensor | None, scores: list[float],
@@ -102,7 +125,7 @@ def gnmt_length_penalty(length: int, alpha: float) -> float:
 @torch.inference_mode()
 def beam_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Tensor, max_len: torch.Tensor,
                 beam: int, length_penalty: float = 0.0, nbest: int = 1,
-                with_attention: bool = True) -> list[list[Hypothesis]]:
+                with_attention: bool = True, row_multiple: int = 1) -> list[list[Hypothesis]]:
     """Batched beam search: sentences x beams form one batch; finished sentences leave it.
 
     Follows fairseq's rule: of the 2*beam best candidates, EOS candidates among the top
@@ -113,6 +136,8 @@ def beam_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Tenso
     still reach: extending a beam only lowers its log-probability, so the n-best list can no
     longer change. Without a length penalty that stops a sentence once its best candidate
     ends (OpenNMT-py's rule, exact there) and saves 15% of the decoder rows on fra-eng.
+    Done sentences leave the batch, with ``row_multiple`` as in :func:`greedy_search`: a
+    sentence's beams stay or leave together.
 
     :param max_len: most pieces per sentence (EOS included), shape (batch,)
     :return: per sentence, its ``nbest`` hypotheses, best first, scored by
@@ -120,7 +145,7 @@ def beam_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Tenso
     """
     assert 1 <= nbest <= beam
     search = _Beams(model, src, src_len, max_len.to(src.device), beam, length_penalty, nbest,
-                    with_attention)
+                    with_attention, row_multiple // math.gcd(row_multiple, beam))
     for step in range(int(max_len.max())):
         if not search.advance(step):
             break
@@ -132,15 +157,17 @@ class _Beams:
 
     def __init__(self, model: TranslationModel, src: torch.Tensor, src_len: torch.Tensor,
                  max_len: torch.Tensor, beam: int, alpha: float, nbest: int,
-                 with_attention: bool) -> None:
+                 with_attention: bool, sentence_multiple: int) -> None:
         batch, device = src.size(0), src.device
         self.model, self.k, self.alpha, self.nbest = model, beam, alpha, nbest
+        self.multiple = sentence_multiple
         self.src_len = src_len.tolist()
         # All beams would start identical, so the first step runs one row per sentence
         # (``width`` 1) and its best candidates seed the beams.
         self.state = model.encode(src, src_len)
         self.width = 1  # rows per active sentence
-        self.active = list(range(batch))  # original index of each active sentence
+        self.active = list(range(batch))  # original index of each sentence in the batch
+        self.ended = torch.zeros(batch, dtype=torch.bool, device=device)  # done, still in the batch
         self.max_len = max_len
         self.scores = torch.zeros(batch, 1, device=device)
         self.prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
@@ -161,7 +188,7 @@ class _Beams:
         is_eos = token == EOS_ID
         last = (step + 1 >= self.max_len).unsqueeze(1)  # (n, 1)
         in_top_k = torch.arange(2 * k, device=cand.device) < k
-        self._finish((is_eos | last) & in_top_k, top_scores, rows, token, attn, step)
+        self._finish((is_eos | last) & in_top_k & ~self.ended.unsqueeze(1), top_scores, rows, token, attn, step)
         # The first k non-EOS candidates go on (there are at least k of the 2k).
         go_on = torch.argsort(is_eos.int(), dim=1, stable=True)[:, :k]  # (n, k)
         keep_rows = rows.gather(1, go_on).view(-1)
@@ -209,18 +236,21 @@ class _Beams:
         return nth_best >= best_live / penalty
 
     def _drop_done(self, last: torch.Tensor, step: int) -> bool:
-        done = [cut or len(self.finished[b]) >= self.k or self._settled(b, best, budget, step)
-                for cut, b, best, budget in zip(last.tolist(), self.active,
-                                                self.scores[:, 0].tolist(), self.max_len.tolist())]
-        if not any(done):
+        ended = self.ended.tolist()
+        done = [gone or cut or len(self.finished[b]) >= self.k or self._settled(b, best, budget, step)
+                for gone, cut, b, best, budget in zip(ended, last.tolist(), self.active,
+                                                      self.scores[:, 0].tolist(), self.max_len.tolist())]
+        if done == ended:
             return True
-        keep = [i for i, d in enumerate(done) if not d]
-        self.active = [self.active[i] for i in keep]
-        if not keep:
+        self.ended = torch.tensor(done, device=self.scores.device)
+        idx = _rows_to_keep(self.ended, self.multiple)
+        if idx is None:
             return False
-        idx = torch.tensor(keep, device=self.scores.device)
+        if idx.numel() == len(done):
+            return True
+        self.active = [self.active[i] for i in idx.tolist()]
         rows = sentence_rows(idx, self.k)
-        self.max_len, self.scores = self.max_len[idx], self.scores[idx]
+        self.max_len, self.scores, self.ended = self.max_len[idx], self.scores[idx], self.ended[idx]
         self.prev, self.tokens = self.prev[rows], self.tokens[rows]
         if self.attn is not None:
             self.attn = self.attn[rows]

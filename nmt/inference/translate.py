@@ -26,9 +26,11 @@ class Translator:
     output may have at most ``len_ratio * source pieces + len_extra`` pieces.
 
     On CPU, ``workers`` batches are decoded at once, each on its share of the threads (0: two
-    when there are two threads or more). A decoder step's small ops keep one thread each, so
-    two batches on one thread each beat one batch on two: on the 2-core reference CPU greedy
-    search went 7-20% faster and beam search 7% (README). Outputs do not depend on it.
+    when there are two threads or more, but one in bf16). A float32 decoder step's small ops
+    keep one thread each, so two batches on one thread each beat one batch on two: on the
+    2-core reference CPU greedy search went 7-20% faster and beam search 7%. In bf16 the ops
+    are short enough that the two batches' threads wait for the interpreter lock instead
+    (docs/performance.md, "Decoding with AMX"). Outputs do not depend on it.
     Greedy search on CPU picks pieces with :class:`nmt.inference.argmax.LinearArgmax` when it need not
     score them: the same pieces as the float32 generator's (not with the model's ``kernels``
     ``reference``, see :mod:`nmt.models.kernels`).
@@ -97,10 +99,22 @@ class Translator:
         return self._argmax[1]
 
     def parallel_workers(self) -> int:
-        """Batches decoded at once: 1 off CPU."""
-        if self.device.type != "cpu":
-            return 1
+        """Batches decoded at once: 1 off CPU, and in bf16 on CPU, whose ops are short enough
+        that two batches' Python threads mostly wait for each other's interpreter lock."""
+        if self.device.type != "cpu" or self._bf16_on_cpu:
+            return self.workers or 1
         return self.workers or (2 if torch.get_num_threads() >= 2 else 1)
+
+    @property
+    def row_multiple(self) -> int:
+        """What the search keeps its row count a multiple of (``greedy_search``): 16, one
+        AMX tile's rows, in bf16 on CPU, whose kernels are compiled per shape; elsewhere 1,
+        for padding rows cost their work."""
+        return 16 if self._bf16_on_cpu else 1
+
+    @property
+    def _bf16_on_cpu(self) -> bool:
+        return self.device.type == "cpu" and self.precision == "bf16"
 
     def _decode_all(self, chunks: list[list[int]],
                     decode: Callable[[list[int]], list[list[Hypothesis]]]) -> list[list[list[Hypothesis]]]:
@@ -126,9 +140,9 @@ class Translator:
         with autocast(self.device, self.precision):
             if self.beam == 1:
                 return [[h] for h in greedy_search(self.model, batch.src, batch.src_len, budget,
-                                                   with_scores, with_attention, argmax)]
+                                                   with_scores, with_attention, argmax, self.row_multiple)]
             return beam_search(self.model, batch.src, batch.src_len, budget, self.beam,
-                               self.length_penalty, n, with_attention)
+                               self.length_penalty, n, with_attention, self.row_multiple)
 
     def hypotheses(self, lines: list[str], batch_size: int = 64, with_scores: bool = True,
                    with_attention: bool = True) -> list[Hypothesis | None]:

@@ -70,6 +70,10 @@ def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
         return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask), None
     if _float32_products(queries):
         return Float32ScaledDotProduct.apply(queries, keys, values, mask)
+    if _float32_search_products(queries):
+        with torch.autocast("cpu", enabled=False):
+            context, weights = scaled_dot_product(queries.float(), keys.float(), values.float(), mask)
+        return context.to(queries.dtype), weights
     return scaled_dot_product(queries, keys, values, mask)
 
 
@@ -84,6 +88,19 @@ def _float32_products(queries: torch.Tensor) -> bool:
     """
     return (queries.device.type == "cpu" and torch.is_grad_enabled()
             and torch.is_autocast_enabled("cpu"))
+
+
+def _float32_search_products(queries: torch.Tensor) -> bool:
+    """Whether attention's two products run in float32 though the search's queries are
+    bfloat16 (on CPU, without gradients).
+
+    oneDNN compiles a bfloat16 kernel per product shape, and a search step's key length is a
+    new shape at every step and row count: greedy search met thousands, so the caches that
+    bound them (:data:`nmt.runtime.devices.KERNEL_CACHES`) kept compiling. In float32 the
+    products take MKL's precompiled kernels (docs/performance.md, "Decoding with AMX").
+    """
+    return (queries.device.type == "cpu" and queries.dtype == torch.bfloat16
+            and not torch.is_grad_enabled())
 
 
 def causal_mask(length: int, device: torch.device | None = None) -> torch.Tensor:
