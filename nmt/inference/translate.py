@@ -101,9 +101,9 @@ class Translator:
     def parallel_workers(self) -> int:
         """Batches decoded at once: 1 off CPU, and in bf16 on CPU, whose ops are short enough
         that two batches' Python threads mostly wait for each other's interpreter lock."""
-        if self.device.type != "cpu" or self._bf16_on_cpu:
-            return self.workers or 1
-        return self.workers or (2 if torch.get_num_threads() >= 2 else 1)
+        if self.device.type != "cpu":
+            return 1
+        return self.workers or (1 if self._bf16_on_cpu or torch.get_num_threads() < 2 else 2)
 
     @property
     def row_multiple(self) -> int:
