@@ -97,6 +97,8 @@ def _rows_to_keep(done: torch.Tensor, multiple: int) -> torch.Tensor | None:
     going = (~done).nonzero().squeeze(1)
     if going.numel() == 0:
         return None
+    if multiple == 1:
+        return going
     padded = -(-going.numel() // multiple) * multiple
     if padded >= done.numel():
         return torch.arange(done.numel(), device=done.device)

@@ -94,10 +94,10 @@ def _float32_search_products(queries: torch.Tensor) -> bool:
     """Whether attention's two products run in float32 though the search's queries are
     bfloat16 (on CPU, without gradients).
 
-    oneDNN compiles a bfloat16 kernel per product shape, and a search step's key length is a
-    new shape at every step and row count: greedy search met thousands, so the caches that
-    bound them (:data:`nmt.runtime.devices.KERNEL_CACHES`) kept compiling. In float32 the
-    products take MKL's precompiled kernels (docs/performance.md, "Decoding with AMX").
+    oneDNN compiles a bfloat16 kernel per product shape, and a search step's key length makes
+    a new shape at every step, so the caches that bound them
+    (:data:`nmt.runtime.devices.KERNEL_CACHES`) kept compiling. In float32 the products take
+    MKL's precompiled kernels (docs/performance.md, "Decoding with AMX").
     """
     return (queries.device.type == "cpu" and queries.dtype == torch.bfloat16
             and not torch.is_grad_enabled())
