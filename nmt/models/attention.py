@@ -131,9 +131,20 @@ def scaled_dot_product(queries: torch.Tensor, keys: torch.Tensor, values: torch.
     return weights @ values, weights
 
 
+def float32_scaled_dot_product(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+                               mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`scaled_dot_product` computed in float32 from half-width queries, keys and values:
+    the context in their type, the weights float32. Without gradients (search) as it is; with
+    them through :class:`Float32ScaledDotProduct`, which keeps half-width tensors for backward."""
+    acc = torch.promote_types(queries.dtype, torch.float32)
+    with torch.autocast(queries.device.type, enabled=False):
+        context, weights = scaled_dot_product(queries.to(acc), keys.to(acc), values.to(acc), mask)
+    return context.to(queries.dtype), weights
+
+
 class Float32ScaledDotProduct(torch.autograd.Function):
     """:func:`scaled_dot_product` computed in float32 from half-width queries, keys and values,
-    for training under CPU autocast (:func:`nmt.models.transformer.multihead.attend`).
+    for bf16 on CPU (:func:`nmt.models.transformer.multihead.attend`).
 
     What leaves it and what backward keeps is half-width, as autocast's products would give:
     the context, and for backward the queries, keys and values as they came and the weights.
@@ -145,11 +156,9 @@ class Float32ScaledDotProduct(torch.autograd.Function):
     @staticmethod
     def forward(ctx, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
                 mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        acc = torch.promote_types(queries.dtype, torch.float32)
-        with torch.autocast(queries.device.type, enabled=False):
-            context, weights = scaled_dot_product(queries.to(acc), keys.to(acc), values.to(acc), mask)
+        context, weights = float32_scaled_dot_product(queries, keys, values, mask)
         ctx.save_for_backward(queries, keys, values, weights.to(queries.dtype))
-        return context.to(queries.dtype), weights
+        return context, weights
 
     @staticmethod
     def backward(ctx, grad_context: torch.Tensor, grad_weights: torch.Tensor | None):

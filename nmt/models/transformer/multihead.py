@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt.models.attention import Float32ScaledDotProduct, scaled_dot_product
+from nmt.models.attention import Float32ScaledDotProduct, float32_scaled_dot_product, scaled_dot_product
 
 
 class MultiHeadAttention(nn.Module):
@@ -69,38 +69,24 @@ def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
     if fused:
         return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask), None
     if _float32_products(queries):
-        return Float32ScaledDotProduct.apply(queries, keys, values, mask)
-    if _float32_search_products(queries):
-        with torch.autocast("cpu", enabled=False):
-            context, weights = scaled_dot_product(queries.float(), keys.float(), values.float(), mask)
-        return context.to(queries.dtype), weights
+        if torch.is_grad_enabled():
+            return Float32ScaledDotProduct.apply(queries, keys, values, mask)
+        return float32_scaled_dot_product(queries, keys, values, mask)  # without the Function's overhead
     return scaled_dot_product(queries, keys, values, mask)
 
 
 def _float32_products(queries: torch.Tensor) -> bool:
-    """Whether attention's two products run in float32 though CPU autocast is on: in training.
+    """Whether attention's two products run in float32 from bfloat16 queries, keys and values:
+    on CPU, in training under autocast and in search alike.
 
-    In bfloat16 each (query length, key length) pair is a new oneDNN kernel, and training
-    meets hundreds of pairs, so it compiled and cached kernels it rarely ran again. These
-    products are a few percent of a step's work: in float32 training ran 5% faster, and its
-    longest batch held less (docs/performance.md, "Over a whole run"). Search meets few pairs
-    and keeps bfloat16, which measured faster there.
+    oneDNN compiles a bfloat16 kernel per product shape. Training meets hundreds of (query
+    length, key length) pairs, so it compiled and cached kernels it rarely ran again; in
+    float32 it ran 5% faster, and its longest batch held less (docs/performance.md, "Over a
+    whole run"). A search step's key length is a new shape at every step, so the caches that
+    bound the kernels (:data:`nmt.runtime.devices.KERNEL_CACHES`) kept compiling; in float32
+    the products take MKL's precompiled kernels (docs/performance.md, "Decoding with AMX").
     """
-    return (queries.device.type == "cpu" and torch.is_grad_enabled()
-            and torch.is_autocast_enabled("cpu"))
-
-
-def _float32_search_products(queries: torch.Tensor) -> bool:
-    """Whether attention's two products run in float32 though the search's queries are
-    bfloat16 (on CPU, without gradients).
-
-    oneDNN compiles a bfloat16 kernel per product shape, and a search step's key length makes
-    a new shape at every step, so the caches that bound them
-    (:data:`nmt.runtime.devices.KERNEL_CACHES`) kept compiling. In float32 the products take
-    MKL's precompiled kernels (docs/performance.md, "Decoding with AMX").
-    """
-    return (queries.device.type == "cpu" and queries.dtype == torch.bfloat16
-            and not torch.is_grad_enabled())
+    return queries.device.type == "cpu" and queries.dtype == torch.bfloat16
 
 
 def causal_mask(length: int, device: torch.device | None = None) -> torch.Tensor:
