@@ -76,18 +76,25 @@ def test_beams_share_their_sentence_source_and_decode_as_if_each_had_a_copy():
 
 def test_a_bf16_search_multiplies_attention_in_float32():
     """oneDNN compiles a bf16 kernel per product shape, and each search step's key length is a
-    new one: search's attention products take the bf16 inputs in float32 instead."""
+    new one: search's attention products take the bf16 inputs in float32 instead, from keys
+    and values cast once when projected; the fused kernel where no weights are wanted."""
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 4, 1, 8).bfloat16(), torch.randn(2, 4, 5, 8).bfloat16(), torch.randn(2, 4, 5, 8).bfloat16()
     mask = torch.tensor([[True] * 5, [True, True, False, False, False]])[:, None, None, :]
     with torch.inference_mode():
         context, weights = attend(q, k, v, mask)
+        fused, none = attend(q, k, v, mask, need_weights=False)
     expected, expected_weights = scaled_dot_product(q.float(), k.float(), v.float(), mask)
     assert weights.dtype == torch.float32 and torch.equal(weights, expected_weights)
     assert context.dtype == torch.bfloat16 and torch.equal(context, expected.bfloat16())
+    assert none is None and fused.dtype == torch.bfloat16
+    torch.testing.assert_close(fused.float(), expected, rtol=0, atol=1e-2)  # bf16 rounding
+    model, src, src_len = _model().to(torch.bfloat16), torch.tensor([[5, 9, 3]]), torch.tensor([3])
     with torch.inference_mode():
-        state = _model().to(torch.bfloat16).encode(torch.tensor([[5, 9, 3]]), torch.tensor([3]))
-    assert state.cross[0][0].dtype == torch.bfloat16  # the caches stay half-width
+        state = model.step(torch.tensor([1]), model.encode(src, src_len))[1]
+    assert {t.dtype for kv in state.cross + state.past for t in kv} == {torch.float32}
+    state = model.encode(src, src_len)  # with autograd, as in training: half-width
+    assert state.cross[0][0].dtype == torch.bfloat16
 
 
 def test_a_transformer_decodes_in_bf16_weights_on_cpu_and_a_gru_under_autocast(transformer_run, tiny_run):

@@ -19,6 +19,7 @@ import torch
 
 from nmt.errors import NmtError, SettingError
 from nmt.inference.loading import load_run
+from nmt.inference.packed import pack_linears, packing_available
 from nmt.models.interface import TranslationModel
 from nmt.runtime.precision import CPU_BF16_ARCHS
 from nmt.runtime.precision import PRECISIONS as FLOAT_PRECISIONS
@@ -89,4 +90,6 @@ def load_for_decoding(run: Path, precision: str, device: torch.device) -> tuple[
         # search's time on CPU: cast them once instead (docs/performance.md, "Decoding with
         # AMX"). The GRU keeps float32 weights: its recurrent state would run in bfloat16.
         model = model.to(torch.bfloat16)
+        if packing_available(torch.bfloat16):
+            model = pack_linears(model)
     return model, tokenizer, resolved

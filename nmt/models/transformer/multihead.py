@@ -34,6 +34,9 @@ class MultiHeadAttention(nn.Module):
         its products then read them in place: as views of the projections, every decoding step
         copied them (6% of greedy search's time)."""
         keys, values = self.split(self.key_proj(memory)), self.split(self.value_proj(memory))
+        if _float32_search(memory):
+            return (keys.to(torch.float32, memory_format=torch.contiguous_format),
+                    values.to(torch.float32, memory_format=torch.contiguous_format))
         return keys.contiguous(), values.contiguous()
 
     def forward(self, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
@@ -55,17 +58,21 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(merged), weights
 
 
-FUSED_DEVICES = ("cuda",)  # on CPU it did not pay in training or search: docs/performance.md
+FUSED_DEVICES = ("cuda",)  # on CPU, float32 training and search did not gain: docs/performance.md
 
 
 def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None,
            need_weights: bool = True, fused: bool | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`scaled_dot_product`, or torch's fused ``scaled_dot_product_attention`` (the same
     function, in one kernel that keeps no weights) when ``fused``; None: fused where the
-    weights are not needed and the device is one of :data:`FUSED_DEVICES`. Shapes: (batch,
-    heads, len, head_size)."""
+    weights are not needed, on a device of :data:`FUSED_DEVICES` or in search in bf16 on CPU
+    (:func:`_float32_search`). Shapes: (batch, heads, len, head_size)."""
     if fused is None:
-        fused = not need_weights and queries.device.type in FUSED_DEVICES
+        fused = not need_weights and (queries.device.type in FUSED_DEVICES or _float32_search(queries))
+    if fused and _float32_products(queries):
+        with torch.autocast("cpu", enabled=False):  # which would run it in bf16
+            context = F.scaled_dot_product_attention(queries.float(), keys.float(), values.float(), attn_mask=mask)
+        return context.to(queries.dtype), None
     if fused:
         return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask), None
     if _float32_products(queries):
@@ -87,6 +94,15 @@ def _float32_products(queries: torch.Tensor) -> bool:
     the products take MKL's precompiled kernels (docs/performance.md, "Decoding with AMX").
     """
     return queries.device.type == "cpu" and queries.dtype == torch.bfloat16
+
+
+def _float32_search(x: torch.Tensor) -> bool:
+    """Whether attention runs in float32 without autograd from ``x``, bfloat16 queries or
+    what keys and values are projected from: search on CPU in bf16. Keys and values are then
+    kept in float32, cast once when projected rather than at every step, and the products
+    run in torch's fused kernel unless the weights are wanted: at a decoding step's shapes it
+    beat the explicit float32 products by 10-50% (docs/performance.md, "Packed weights")."""
+    return _float32_products(x) and not torch.is_grad_enabled()
 
 
 def causal_mask(length: int, device: torch.device | None = None) -> torch.Tensor:
