@@ -1,0 +1,79 @@
+"""Per-call time of a decoding step's kernels on CPU: linear layers as ``F.linear`` computes
+them against weights packed once for oneDNN (``nmt/inference/packed.py``), and attention as
+explicit float32 products against torch's fused kernel.
+
+    python benchmarks/decoding_kernels.py [--threads 2] [--calls 500]
+
+Shapes are the Transformer reference size's (d_model 256, feed-forward 1,024, 4 heads) at a
+search step's row counts. bf16 rows are printed only on a CPU that computes bf16 natively.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+
+from nmt.inference.packed import PackedLinear, packing_available
+from nmt.models.attention import float32_scaled_dot_product
+
+
+def per_call_us(fn, calls: int) -> float:
+    for _ in range(calls // 10):
+        fn()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def linears(dtype: torch.dtype, calls: int) -> None:
+    print(f"linear layers, {str(dtype).removeprefix('torch.')}, us per call: F.linear / packed")
+    for rows in (16, 128):
+        for inputs, outputs in ((256, 256), (256, 1024), (1024, 256)):
+            layer = torch.nn.Linear(inputs, outputs).to(dtype)
+            x = torch.randn(rows, 1, inputs, dtype=dtype)
+            packed_layer = PackedLinear(layer)
+            plain = per_call_us(lambda: F.linear(x, layer.weight, layer.bias), calls)
+            packed = per_call_us(lambda: packed_layer(x), calls)
+            line = f"  {rows:3d} x {inputs} -> {outputs}: {plain:6.1f} / {packed:6.1f}"
+            if inputs < outputs:  # the feed-forward's inner layer, with its ReLU
+                fused = PackedLinear(layer, "relu")
+                line += (f"   with ReLU {per_call_us(lambda: F.linear(x, layer.weight, layer.bias).relu(), calls):6.1f}"
+                         f" / {per_call_us(lambda: fused(x), calls):6.1f}")
+            print(line)
+
+
+def attention(calls: int) -> None:
+    print("attention of one bf16 query per row over float32 keys and values, us per call:\n"
+          "  keys cast each call, explicit / keys float32, explicit / keys float32, fused")
+    for rows in (16, 128):
+        for keys in (5, 15, 30):
+            q = torch.randn(rows, 4, 1, 64).bfloat16()
+            k, v = torch.randn(rows, 4, keys, 64).bfloat16(), torch.randn(rows, 4, keys, 64).bfloat16()
+            kf, vf = k.float(), v.float()
+            mask = torch.ones(rows, 1, 1, keys, dtype=torch.bool)
+            mask[::3, ..., keys - 3:] = False
+            cast = per_call_us(lambda: float32_scaled_dot_product(q, k, v, mask), calls)
+            explicit = per_call_us(lambda: float32_scaled_dot_product(q, kf, vf, mask), calls)
+            fused = per_call_us(lambda: F.scaled_dot_product_attention(q.float(), kf, vf, attn_mask=mask).bfloat16(),
+                                calls)
+            print(f"  {rows:3d} rows, {keys:2d} keys: {cast:6.1f} / {explicit:6.1f} / {fused:6.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--calls", type=int, default=500)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    with torch.inference_mode():
+        for dtype in (torch.float32, torch.bfloat16):
+            if packing_available(dtype):
+                linears(dtype, args.calls)
+        attention(args.calls)
+
+
+if __name__ == "__main__":
+    main()
