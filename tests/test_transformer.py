@@ -89,6 +89,11 @@ def test_a_bf16_search_multiplies_attention_in_float32():
     assert context.dtype == torch.bfloat16 and torch.equal(context, expected.bfloat16())
     assert none is None and fused.dtype == torch.bfloat16
     torch.testing.assert_close(fused.float(), expected, rtol=0, atol=1e-2)  # bf16 rounding
+    q, k, v = (torch.randn(4, 4, n, 64).bfloat16() for n in (1, 40, 40))
+    with torch.inference_mode():
+        alone = attend(q, k, v, None, need_weights=False)[0]
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # as search runs: still float32 inside
+            assert torch.equal(attend(q, k, v, None, need_weights=False)[0], alone)
     model, src, src_len = _model().to(torch.bfloat16), torch.tensor([[5, 9, 3]]), torch.tensor([3])
     with torch.inference_mode():
         state = model.step(torch.tensor([1]), model.encode(src, src_len))[1]
