@@ -40,8 +40,8 @@ def linears(dtype: torch.dtype, calls: int) -> None:
             line = f"  {rows:3d} x {inputs} -> {outputs}: {plain:6.1f} / {packed:6.1f}"
             if inputs < outputs:  # the feed-forward's inner layer, with its ReLU
                 fused = PackedLinear(layer, "relu")
-                line += (f"   with ReLU {per_call_us(lambda: F.linear(x, layer.weight, layer.bias).relu(), calls):6.1f}"
-                         f" / {per_call_us(lambda: fused(x), calls):6.1f}")
+                unfused = per_call_us(lambda: F.linear(x, layer.weight, layer.bias).relu(), calls)
+                line += f"   with ReLU {unfused:6.1f} / {per_call_us(lambda: fused(x), calls):6.1f}"
             print(line)
 
 
@@ -57,8 +57,8 @@ def attention(calls: int) -> None:
             mask[::3, ..., keys - 3:] = False
             cast = per_call_us(lambda: float32_scaled_dot_product(q, k, v, mask), calls)
             explicit = per_call_us(lambda: float32_scaled_dot_product(q, kf, vf, mask), calls)
-            fused = per_call_us(lambda: F.scaled_dot_product_attention(q.float(), kf, vf, attn_mask=mask).bfloat16(),
-                                calls)
+            fused = per_call_us(
+                lambda: F.scaled_dot_product_attention(q.float(), kf, vf, attn_mask=mask).bfloat16(), calls)
             print(f"  {rows:3d} rows, {keys:2d} keys: {cast:6.1f} / {explicit:6.1f} / {fused:6.1f}")
 
 

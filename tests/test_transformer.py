@@ -74,6 +74,7 @@ def test_beams_share_their_sentence_source_and_decode_as_if_each_had_a_copy():
     assert kept.src_mask.size(0) == 1 and kept.past[0][0].size(0) == 3
     torch.testing.assert_close(kept.past[0][0], shared.past[0][0][3:])
 
+
 def test_a_bf16_search_multiplies_attention_in_float32():
     """oneDNN compiles a bf16 kernel per product shape, and each search step's key length is a
     new one: search's attention products take the bf16 inputs in float32 instead, from keys

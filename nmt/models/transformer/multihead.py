@@ -32,7 +32,8 @@ class MultiHeadAttention(nn.Module):
         """Keys and values of ``memory`` (batch, len, size), per head: each (batch, heads, len,
         size // heads), contiguous. Encoder-decoder attention projects them once per batch, and
         its products then read them in place: as views of the projections, every decoding step
-        copied them (6% of greedy search's time)."""
+        copied them (6% of greedy search's time). In search in bf16 on CPU they are float32
+        (:func:`_float32_search`)."""
         keys, values = self.split(self.key_proj(memory)), self.split(self.value_proj(memory))
         if _float32_search(memory):
             return (keys.to(torch.float32, memory_format=torch.contiguous_format),
@@ -67,18 +68,20 @@ def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
     function, in one kernel that keeps no weights) when ``fused``; None: fused where the
     weights are not needed, on a device of :data:`FUSED_DEVICES` or in search in bf16 on CPU
     (:func:`_float32_search`). Shapes: (batch, heads, len, head_size)."""
+    search = _float32_search(queries)
     if fused is None:
-        fused = not need_weights and (queries.device.type in FUSED_DEVICES or _float32_search(queries))
-    if fused and _float32_products(queries):
-        with torch.autocast("cpu", enabled=False):  # which would run it in bf16
-            context = F.scaled_dot_product_attention(queries.float(), keys.float(), values.float(), attn_mask=mask)
-        return context.to(queries.dtype), None
+        fused = not need_weights and (queries.device.type in FUSED_DEVICES or search)
+    if _float32_products(queries):  # bf16 on CPU: the products in float32
+        if fused:
+            with torch.autocast("cpu", enabled=False):  # which would run the kernel in bf16
+                context = F.scaled_dot_product_attention(queries.float(), keys.float(), values.float(),
+                                                         attn_mask=mask)
+            return context.to(queries.dtype), None
+        if search:  # without the autograd Function's overhead
+            return float32_scaled_dot_product(queries, keys, values, mask)
+        return Float32ScaledDotProduct.apply(queries, keys, values, mask)
     if fused:
         return F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask), None
-    if _float32_products(queries):
-        if torch.is_grad_enabled():
-            return Float32ScaledDotProduct.apply(queries, keys, values, mask)
-        return float32_scaled_dot_product(queries, keys, values, mask)  # without the Function's overhead
     return scaled_dot_product(queries, keys, values, mask)
 
 
