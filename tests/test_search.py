@@ -141,9 +141,9 @@ def test_early_stop_keeps_the_nbest_lists_and_saves_steps(monkeypatch):
     def run(model, alpha, nbest):
         rows, step = [0], model.decoder.step
 
-        def counting(prev, state):
+        def counting(prev, state, need_attention=True):
             rows[0] += prev.numel()
-            return step(prev, state)
+            return step(prev, state, need_attention)
         with monkeypatch.context() as patch:
             patch.setattr(model.decoder, "step", counting)
             hyps = beam_search(model, batch.src, batch.src_len, budget, beam=4,
@@ -202,7 +202,7 @@ class _BigramModel:
     def encode(self, src, src_len):
         return _BigramState(src_len, src.size(1))
 
-    def step(self, prev, state):
+    def step(self, prev, state, need_attention=True):
         attention = (torch.arange(state.width) < state.src_len.unsqueeze(1)).float()
         return self.table[prev], state, attention / state.src_len.unsqueeze(1)
 
@@ -241,9 +241,9 @@ class _RowCounter:
     def __getattr__(self, name):
         return getattr(self.model, name)
 
-    def step(self, prev, state):
+    def step(self, prev, state, need_attention=True):
         self.rows.append(prev.numel())
-        return self.model.step(prev, state)
+        return self.model.step(prev, state, need_attention)
 
 
 @pytest.mark.parametrize("beam", [1, 3])

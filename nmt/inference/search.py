@@ -62,7 +62,7 @@ def greedy_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Ten
     done = torch.zeros(batch, dtype=torch.bool, device=device)  # rows whose sentence has ended
     prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     for step in range(steps):
-        output, state, attn = model.step(prev, state)
+        output, state, attn = model.step(prev, state, with_attention)
         if argmax is not None and not with_scores:
             prev = argmax(output)
         else:
@@ -180,7 +180,7 @@ class _Beams:
     def advance(self, step: int) -> bool:
         """Expand every beam by one piece; returns whether any sentence is still searching."""
         n, k, width = len(self.active), self.k, self.width
-        output, self.state, attn = self.model.step(self.prev, self.state)
+        output, self.state, attn = self.model.step(self.prev, self.state, self.attn is not None)
         log_probs = torch.log_softmax(self.model.logits(output).float(), dim=-1)
         vocab = log_probs.size(-1)
         cand = (self.scores.view(n * width, 1) + log_probs).view(n, width * vocab)

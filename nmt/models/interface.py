@@ -55,10 +55,12 @@ class TranslationModel(Protocol):
         """Encode once. :param src: shape (batch, src_len) :param src_len: shape (batch,)
         :return: the initial decoder state"""
 
-    def step(self, prev_tokens: torch.Tensor, state: DecoderState
-             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
+    def step(self, prev_tokens: torch.Tensor, state: DecoderState, need_attention: bool = True
+             ) -> tuple[torch.Tensor, DecoderState, torch.Tensor | None]:
         """One decoding step from the previous pieces' ids, shape (batch,).
 
+        :param need_attention: False: the caller will not read the attention, so a model whose
+            outputs do not depend on it may skip it and return None
         :return: outputs for :meth:`logits`, shape (batch, hidden); the new state;
             attention over the source, shape (batch, src_len), for plots
         """

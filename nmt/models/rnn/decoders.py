@@ -98,11 +98,12 @@ class _AttentionGRUDecoder(nn.Module):
         return DecoderState(final.contiguous(), memory, self.attention.project_keys(memory), src_mask,
                             memory.new_zeros(memory.size(0), self.rnn.hidden_size))
 
-    def step(self, prev_tokens: torch.Tensor, state: DecoderState
+    def step(self, prev_tokens: torch.Tensor, state: DecoderState, need_attention: bool = True
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """One decoding step.
 
         :param prev_tokens: y_{i-1}, shape (batch,)
+        :param need_attention: unused: the attention's context feeds the step, so it is always computed
         :return: what the generator reads, shape (batch, hidden); the new state;
             attention, shape (batch, src_len)
         """

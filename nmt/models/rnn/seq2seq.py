@@ -45,10 +45,10 @@ class Seq2Seq(GeneratorOutputs):
         """The one attention there is: "cross", shape (batch, 1 layer, 1 head, tgt_len, src_len)."""
         return {"cross": self(src, src_len, tgt_in)[1][:, None, None]}
 
-    def step(self, prev_tokens: torch.Tensor, state: DecoderState
+    def step(self, prev_tokens: torch.Tensor, state: DecoderState, need_attention: bool = True
              ) -> tuple[torch.Tensor, DecoderState, torch.Tensor]:
         """See :meth:`nmt.models.interface.TranslationModel.step`."""
-        return self.decoder.step(prev_tokens, state)
+        return self.decoder.step(prev_tokens, state, need_attention)
 
 
 def build(cfg: ModelConfig, pad_id: int, source: PieceMap | None, target: PieceMap | None,

@@ -204,19 +204,20 @@ class Transformer(GeneratorOutputs):
         return TransformerState(cross, src_mask, []), weights
 
     def _decode(self, tgt: torch.Tensor, state: TransformerState, self_mask: torch.Tensor | None,
-                all_weights: bool = False) -> tuple[torch.Tensor, TransformerState, list[dict[str, torch.Tensor]]]:
+                all_weights: bool = False, last_cross: bool = True
+                ) -> tuple[torch.Tensor, TransformerState, list[dict[str, torch.Tensor]]]:
         """Decode the ids ``tgt`` (batch, len) at the positions after ``state``'s.
 
         :return: outputs (batch, len, size); the state; each layer's attention weights (see
-            :meth:`DecoderLayer.forward`): the last layer's encoder-decoder ones, or
-            ``all_weights``
+            :meth:`DecoderLayer.forward`): the last layer's encoder-decoder ones if
+            ``last_cross``, every one if ``all_weights``
         """
         x = self.positions(self.tgt_embedding(tgt) * self.scale, offset=state.length)
         cross_mask = state.src_mask[:, None, None, :]
         past, weights = [], []
         last = len(self.decoder) - 1
         for k, layer in enumerate(self.decoder):
-            need = ("decoder", "cross") if all_weights else ("cross",) if k == last else ()
+            need = ("decoder", "cross") if all_weights else ("cross",) if k == last and last_cross else ()
             x, kv, w = layer(x, state.past[k] if state.past else None, self_mask,
                              state.cross[k], cross_mask, need)
             past.append(kv)
@@ -231,12 +232,13 @@ class Transformer(GeneratorOutputs):
                                            causal_mask(tgt_in.size(1), tgt_in.device))
         return outputs, _heads_mean(weights)
 
-    def step(self, prev_tokens: torch.Tensor, state: TransformerState
-             ) -> tuple[torch.Tensor, TransformerState, torch.Tensor]:
+    def step(self, prev_tokens: torch.Tensor, state: TransformerState, need_attention: bool = True
+             ) -> tuple[torch.Tensor, TransformerState, torch.Tensor | None]:
         """One position: :return: outputs (batch, size); the state; the last layer's
-        encoder-decoder attention, its heads averaged, (batch, src_len)"""
-        outputs, state, weights = self._decode(prev_tokens.unsqueeze(1), state, None)
-        return outputs.squeeze(1), state, _heads_mean(weights).squeeze(1)
+        encoder-decoder attention, its heads averaged, (batch, src_len), if ``need_attention``
+        (else None: that attention too then runs in the fused kernel where there is one)"""
+        outputs, state, weights = self._decode(prev_tokens.unsqueeze(1), state, None, last_cross=need_attention)
+        return outputs.squeeze(1), state, _heads_mean(weights).squeeze(1) if need_attention else None
 
     def attention_maps(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
                        ) -> dict[str, torch.Tensor]:
