@@ -19,6 +19,7 @@ Steps (ONMT=/tmp/onmt-venv/bin; RUN is an nmt run with an 8,000-piece vocabulary
     python benchmarks/opennmt_side_by_side.py train WORK --minutes 20   # BLEU run, saved often
     $ONMT/python benchmarks/opennmt_side_by_side.py translate WORK [--precision int8]  # speed, BLEU
     $ONMT/python benchmarks/opennmt_side_by_side.py interleaved WORK RUN  # both tools, one process
+    $ONMT/python benchmarks/opennmt_side_by_side.py alternating WORK RUN  # each in its own processes
 
 Vocabularies: by default OpenNMT-py shares one vocabulary (every piece of both sides) between
 source and target, so its generator scores all ~8,000 pieces. nmt's generator scores only the
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import resource
 import shutil
@@ -274,6 +276,56 @@ def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32", bat
     (work / f"interleaved-{precision}-nmt-{nmt_precision}.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
+def alternating(work: Path, run: Path, rounds: int, batch_size: int, nmt_precision: str, tcmalloc: bool) -> None:
+    """Each tool in processes of its own, taking turns: per search and round, one process per
+    tool (order alternating by round) loads its model, warms up on 128 sources and times
+    bench.en once. ``interleaved`` shares one process, so its heap and kernel caches, between
+    the tools; this runs each as its users would. Both on glibc's malloc, or both with tcmalloc
+    preloaded (``tcmalloc``, as the ``nmt`` command does where it is installed)."""
+    from nmt.runtime.allocator import preload_environment
+
+    env = preload_environment(os.environ) if tcmalloc else {**os.environ, "NMT_ALLOCATOR": "system"}
+    results = {"run": str(run), "nmt_precision": nmt_precision, "tcmalloc": tcmalloc}
+    for name, beam in (("greedy", 1), ("beam 5", 5)):
+        rates: dict[str, list[float]] = {"nmt": [], "opennmt-py": []}
+        for turn in range(rounds):
+            for tool in (rates if turn % 2 else reversed(list(rates))):
+                out = subprocess.run([sys.executable, __file__, "one", tool, str(work), str(run), "--beam", str(beam),
+                                      "--nmt-batch", str(batch_size), "--nmt-precision", nmt_precision],
+                                     env=env, capture_output=True, text=True, check=True).stdout
+                rates[tool].append(json.loads(out.strip().splitlines()[-1])["sentences_per_s"])
+        ratio = sum(1 / r for r in rates["opennmt-py"]) / sum(1 / r for r in rates["nmt"])
+        results[name] = {"sentences_per_s": rates, "nmt_over_opennmt": round(ratio, 2)}
+        print(json.dumps({name: results[name]}), flush=True)
+    suffix = "-tcmalloc" if tcmalloc else ""
+    (work / f"alternating-nmt-{nmt_precision}{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def one(tool: str, work: Path, run: Path, beam: int, batch_size: int, nmt_precision: str) -> None:
+    """One of ``alternating``'s turns: ``tool`` translates bench.en once after a warm-up; prints
+    its sentences/s."""
+    bench = (work / "bench.en").read_text().splitlines()
+    if tool == "nmt":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        import torch
+
+        from nmt.inference.quantize import load_for_decoding
+        from nmt.inference.translate import Translator
+        from nmt.runtime.devices import configure_cpu
+
+        configure_cpu(0)
+        model, tokenizer, precision = load_for_decoding(run, nmt_precision, torch.device("cpu"))
+        translator = Translator(model, tokenizer, torch.device("cpu"), beam=beam, length_penalty=0.0,
+                                precision=precision)
+        translate = lambda lines: translator.translate(lines, batch_size)  # noqa: E731
+    else:
+        translate = _engine(work, beam, "fp32").infer_list
+    translate(bench[:128])
+    start = time.perf_counter()
+    translate(bench)
+    print(json.dumps({"tool": tool, "sentences_per_s": round(len(bench) / (time.perf_counter() - start), 1)}))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -296,6 +348,20 @@ def main() -> None:
     a.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
     a.add_argument("--nmt-batch", type=int, default=64, help="nmt's batch (OpenNMT-py decodes 128)")
     a.add_argument("--nmt-precision", choices=("fp32", "bf16", "int8"), help="nmt's (default: --precision)")
+    a = sub.add_parser("alternating")
+    a.add_argument("work", type=Path)
+    a.add_argument("run", type=Path, help="the nmt run to translate with")
+    a.add_argument("--rounds", type=int, default=3)
+    a.add_argument("--nmt-batch", type=int, default=128, help="nmt's batch (OpenNMT-py decodes 128)")
+    a.add_argument("--nmt-precision", choices=("auto", "fp32", "bf16", "int8"), default="auto")
+    a.add_argument("--tcmalloc", action="store_true", help="both tools with tcmalloc preloaded")
+    a = sub.add_parser("one")
+    a.add_argument("tool", choices=("nmt", "opennmt-py"))
+    a.add_argument("work", type=Path)
+    a.add_argument("run", type=Path)
+    a.add_argument("--beam", type=int, default=1)
+    a.add_argument("--nmt-batch", type=int, default=128)
+    a.add_argument("--nmt-precision", default="auto")
     a = sub.add_parser("train")
     a.add_argument("work", type=Path)
     a.add_argument("--minutes", type=float, default=20.0)
@@ -306,6 +372,10 @@ def main() -> None:
         throughput(args.work, args.steps)
     elif args.cmd == "train":
         train(args.work, args.minutes)
+    elif args.cmd == "alternating":
+        alternating(args.work, args.run, args.rounds, args.nmt_batch, args.nmt_precision, args.tcmalloc)
+    elif args.cmd == "one":
+        one(args.tool, args.work, args.run, args.beam, args.nmt_batch, args.nmt_precision)
     elif args.cmd == "interleaved":
         interleaved(args.work, args.run, args.rounds, args.precision, args.nmt_batch, args.nmt_precision)
     else:
