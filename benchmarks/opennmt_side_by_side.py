@@ -276,7 +276,8 @@ def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32", bat
     (work / f"interleaved-{precision}-nmt-{nmt_precision}.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
-def alternating(work: Path, run: Path, rounds: int, batch_size: int, nmt_precision: str, tcmalloc: bool) -> None:
+def alternating(work: Path, run: Path, rounds: int, batch_size: int, nmt_precision: str,
+                tcmalloc: bool) -> None:
     """Each tool in processes of its own, taking turns: per search and round, one process per
     tool (order alternating by round) loads its model, warms up on 128 sources and times
     bench.en once. ``interleaved`` shares one process, so its heap and kernel caches, between
@@ -290,9 +291,9 @@ def alternating(work: Path, run: Path, rounds: int, batch_size: int, nmt_precisi
         rates: dict[str, list[float]] = {"nmt": [], "opennmt-py": []}
         for turn in range(rounds):
             for tool in (rates if turn % 2 else reversed(list(rates))):
-                out = subprocess.run([sys.executable, __file__, "one", tool, str(work), str(run), "--beam", str(beam),
-                                      "--nmt-batch", str(batch_size), "--nmt-precision", nmt_precision],
-                                     env=env, capture_output=True, text=True, check=True).stdout
+                command = [sys.executable, __file__, "one", tool, str(work), str(run), "--beam", str(beam),
+                           "--nmt-batch", str(batch_size), "--nmt-precision", nmt_precision]
+                out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
                 rates[tool].append(json.loads(out.strip().splitlines()[-1])["sentences_per_s"])
         ratio = sum(1 / r for r in rates["opennmt-py"]) / sum(1 / r for r in rates["nmt"])
         results[name] = {"sentences_per_s": rates, "nmt_over_opennmt": round(ratio, 2)}

@@ -43,7 +43,6 @@ def test_cached_steps_equal_the_teacher_forced_pass(options):
     assert torch.all(forced_attention[1, :, 3:] == 0)  # the short source's padding: zero weight
 
 
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_a_step_asked_for_no_attention_returns_none_and_the_same_outputs(dtype):
     """Search that keeps no attention lets the last layer's encoder-decoder attention skip its
@@ -56,7 +55,8 @@ def test_a_step_asked_for_no_attention_returns_none_and_the_same_outputs(dtype):
             out, _, attention = model.step(prev, state)
             bare, state, none = model.step(prev, state, need_attention=False)
             assert attention.shape == (2, 5) and none is None
-            torch.testing.assert_close(bare.float(), out.float(), rtol=0, atol=0 if dtype == torch.float32 else 3e-2)
+            tolerance = 0 if dtype == torch.float32 else 3e-2  # bf16: fused against explicit products
+            torch.testing.assert_close(bare.float(), out.float(), rtol=0, atol=tolerance)
 
 
 def test_the_source_keys_and_values_are_laid_out_once_for_every_step():

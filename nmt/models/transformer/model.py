@@ -237,7 +237,8 @@ class Transformer(GeneratorOutputs):
         """One position: :return: outputs (batch, size); the state; the last layer's
         encoder-decoder attention, its heads averaged, (batch, src_len), if ``need_attention``
         (else None: that attention too then runs in the fused kernel where there is one)"""
-        outputs, state, weights = self._decode(prev_tokens.unsqueeze(1), state, None, last_cross=need_attention)
+        outputs, state, weights = self._decode(prev_tokens.unsqueeze(1), state, None,
+                                               last_cross=need_attention)
         return outputs.squeeze(1), state, _heads_mean(weights).squeeze(1) if need_attention else None
 
     def attention_maps(self, src: torch.Tensor, src_len: torch.Tensor, tgt_in: torch.Tensor
