@@ -235,6 +235,31 @@ def translate(work: Path, precision: str = "fp32") -> None:
     (work / f"translate-{precision}.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
+def _nmt_model(run: Path, precision: str):
+    """nmt's model for decoding on CPU at ``precision``, with ``nmt translate``'s CPU settings:
+    (model, tokenizer, the precision resolved)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import torch
+
+    from nmt.inference.quantize import load_for_decoding
+    from nmt.runtime.devices import configure_cpu
+
+    configure_cpu(0)
+    return load_for_decoding(run, precision, torch.device("cpu"))
+
+
+def _nmt_search(model, tokenizer, precision: str, beam: int, batch_size: int):
+    """nmt's search as ``nmt translate`` runs it, raw lines in, detokenised lines out. Length
+    penalty 0, OpenNMT-py's default, so both tools search for the same 1-best."""
+    import torch
+
+    from nmt.inference.translate import Translator
+
+    translator = Translator(model, tokenizer, torch.device("cpu"), beam=beam, length_penalty=0.0,
+                            precision=precision)
+    return lambda lines: translator.translate(lines, batch_size)
+
+
 def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32", batch_size: int = 64,
                 nmt_precision: str | None = None) -> None:
     """Both tools in one process, translating bench.en in turns (order alternating by round),
@@ -243,24 +268,12 @@ def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32", bat
     decoding workers, ``batch_size`` sentences a batch: 64 is ``nmt translate``'s default,
     128 OpenNMT-py's here) at ``nmt_precision`` (default: ``precision``; bf16 where the CPU
     has it, which OpenNMT-py 3.5.1 cannot use on CPU); OpenNMT-py as in ``translate``."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    import torch
-
-    from nmt.inference.quantize import load_for_decoding
-    from nmt.inference.translate import Translator
-    from nmt.runtime.devices import configure_cpu
-
-    configure_cpu(0)
     bench = (work / "bench.en").read_text().splitlines()
-    device = torch.device("cpu")
-    nmt_precision = nmt_precision or precision
-    model, tokenizer, nmt_precision = load_for_decoding(run, nmt_precision, device)
+    model, tokenizer, nmt_precision = _nmt_model(run, nmt_precision or precision)
     results = {"run": str(run), "onmt_checkpoint": _latest_checkpoint(work).name, "precision": precision,
                "nmt_precision": nmt_precision}
     for name, beam in (("greedy", 1), ("beam 5", 5)):
-        # Length penalty 0 in both: OpenNMT-py's default, so both search for the same 1-best.
-        translator = Translator(model, tokenizer, device, beam=beam, length_penalty=0.0, precision=nmt_precision)
-        tools = {"nmt": lambda lines: translator.translate(lines, batch_size),
+        tools = {"nmt": _nmt_search(model, tokenizer, nmt_precision, beam, batch_size),
                  "opennmt-py": _engine(work, beam, precision).infer_list}
         seconds = {tool: [] for tool in tools}
         for turn in range(rounds + 1):  # turn 0 warms both up
@@ -285,7 +298,7 @@ def alternating(work: Path, run: Path, rounds: int, batch_size: int, nmt_precisi
     preloaded (``tcmalloc``, as the ``nmt`` command does where it is installed)."""
     from nmt.runtime.allocator import preload_environment
 
-    env = preload_environment(os.environ) if tcmalloc else {**os.environ, "NMT_ALLOCATOR": "system"}
+    env = preload_environment(os.environ) if tcmalloc else None  # None: this process's environment
     results = {"run": str(run), "nmt_precision": nmt_precision, "tcmalloc": tcmalloc}
     for name, beam in (("greedy", 1), ("beam 5", 5)):
         rates: dict[str, list[float]] = {"nmt": [], "opennmt-py": []}
@@ -307,18 +320,7 @@ def one(tool: str, work: Path, run: Path, beam: int, batch_size: int, nmt_precis
     its sentences/s."""
     bench = (work / "bench.en").read_text().splitlines()
     if tool == "nmt":
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-        import torch
-
-        from nmt.inference.quantize import load_for_decoding
-        from nmt.inference.translate import Translator
-        from nmt.runtime.devices import configure_cpu
-
-        configure_cpu(0)
-        model, tokenizer, precision = load_for_decoding(run, nmt_precision, torch.device("cpu"))
-        translator = Translator(model, tokenizer, torch.device("cpu"), beam=beam, length_penalty=0.0,
-                                precision=precision)
-        translate = lambda lines: translator.translate(lines, batch_size)  # noqa: E731
+        translate = _nmt_search(*_nmt_model(run, nmt_precision), beam, batch_size)
     else:
         translate = _engine(work, beam, "fp32").infer_list
     translate(bench[:128])
