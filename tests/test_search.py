@@ -6,7 +6,7 @@ from conftest import tiny_model
 
 from nmt.data.batching import make_batch
 from nmt.data.tokenizer import BOS_ID, EOS_ID
-from nmt.inference.search import beam_search, greedy_search, max_output_lengths
+from nmt.inference.search import beam_search, greedy_search, greedy_searches, max_output_lengths
 from nmt.models.interface import sentence_rows
 
 
@@ -182,6 +182,9 @@ class _BigramState:
     def reorder_beams(self, index):
         return _BigramState(self.src_len[index], self.width, self.beams)
 
+    def join(self, other):
+        return _BigramState(torch.cat([self.src_len, other.src_len]), max(self.width, other.width))
+
 
 class _BigramModel:
     """Implements only nmt.models.interface.TranslationModel's decoding half: the next piece's
@@ -230,6 +233,11 @@ def test_greedy_and_beam_search_need_only_the_model_interface():
     assert beams[2][0].attention.shape == (2, 2)
     cut = greedy_search(model, src, src_len, torch.tensor([1, 6, 6]))
     assert cut[0].tokens == [model.A] and cut[0].attention.shape == (1, 3)  # budget ends it
+    streamed = greedy_searches(model, [(src[:1], src_len[:1], budget[:1]), (src[1:, :2], src_len[1:], budget[1:])],
+                               join_below=1)
+    assert [[(h.tokens, h.score) for h in hyps] for hyps in streamed] == \
+           [[(h.tokens, h.score) for h in greedy[:1]], [(h.tokens, h.score) for h in greedy[1:]]]
+    assert [h.attention.shape for hyps in streamed for h in hyps] == [(2, 3), (2, 1), (2, 2)]
 
 
 class _RowCounter:
@@ -272,3 +280,32 @@ def test_rows_kept_to_a_multiple_decode_the_same_hypotheses(beam):
     allowed = {7, 4} if beam == 1 else {7, 21, 12}
     assert set(rows[4]) <= allowed and 4 in {n // beam for n in rows[4]}
     assert set(rows[1]) - allowed  # unpadded, the batch went through other counts
+
+
+def assert_one_stream_finds_what_each_batch_finds_alone(model, batches, multiple):
+    """Greedy search of ``batches`` (lists of sources) as one stream, each batch joining the
+    last sentences of the one before, against each batch searched alone: the same pieces,
+    scores and attention; and joined steps did run (more rows than any batch has)."""
+    made = [make_batch(sources) for sources in batches]
+    budgets = [max_output_lengths(b.src_len, 2.0, 3, cap=40) for b in made]
+    counted = _RowCounter(model)
+    streamed = greedy_searches(counted, [(b.src, b.src_len, max_len) for b, max_len in zip(made, budgets)],
+                               row_multiple=multiple, join_below=3)
+    for b, max_len, hyps in zip(made, budgets, streamed):
+        alone = greedy_search(model, b.src, b.src_len, max_len, row_multiple=multiple)
+        assert [h.tokens for h in hyps] == [h.tokens for h in alone]
+        for a, h in zip(alone, hyps):
+            assert h.score == pytest.approx(a.score, abs=1e-5)
+            torch.testing.assert_close(h.attention, a.attention, rtol=1e-5, atol=1e-6)
+    assert max(counted.rows) > max(map(len, batches))
+
+
+STREAM = [SOURCES + [[6, 7], [8, 9, 10]], [[13, 14, 15], [16], [5, 5, 6, 7, 8, 9], [10, 11], [12]],
+          [[17, 18, 19, 20, 21, 22, 23, 24, 25], [26, 27], [4, 5, 6]]]
+
+
+@pytest.mark.parametrize("multiple", [1, 4])
+@pytest.mark.parametrize("decoder", ["input_feeding", "bahdanau"])
+def test_batches_joined_in_one_greedy_stream_decode_as_each_batch_alone(decoder, multiple):
+    assert_one_stream_finds_what_each_batch_finds_alone(tiny_model(vocab=30, seed=7, decoder=decoder),
+                                                        STREAM, multiple)

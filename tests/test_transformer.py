@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 from conftest import nmt
+from test_search import STREAM, assert_one_stream_finds_what_each_batch_finds_alone
 from test_transformer_cli import one_size
 
 from nmt.config import ModelConfig
@@ -82,12 +83,46 @@ def test_beams_share_their_sentence_source_and_decode_as_if_each_had_a_copy():
         out_shared, shared, attn_shared = model.step(prev, shared)
         out_copied, _, attn_copied = model.step(prev, copied)
     assert all(t.size(0) == 2 for pair in shared.cross for t in pair)  # once per sentence
-    assert all(t.size(0) == 6 for pair in shared.past for t in pair)  # once per beam
+    assert all(t.size(0) == 6 for (pair,) in shared.past for t in pair)  # once per beam, one group
     torch.testing.assert_close(out_shared, out_copied, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(attn_shared, attn_copied, rtol=1e-5, atol=1e-6)
     kept = shared.select(torch.tensor([1]))  # the second sentence's three beams
-    assert kept.src_mask.size(0) == 1 and kept.past[0][0].size(0) == 3
-    torch.testing.assert_close(kept.past[0][0], shared.past[0][0][3:])
+    assert kept.src_mask.size(0) == 1 and kept.past[0][0][0].size(0) == 3
+    torch.testing.assert_close(kept.past[0][0][0], shared.past[0][0][0][3:])
+
+
+def test_joined_states_step_as_each_would_alone():
+    """Rows of a state two steps in, joined after a new batch's: each row goes on from its own
+    position over its own source, as in its own state; a row kept of either group too."""
+    model = _model(3)
+    first, second = make_batch([[5, 9, 11, 6], [7, 8]]), make_batch([list(range(4, 14)), [12]])
+    with torch.no_grad():
+        old = model.encode(first.src, first.src_len)
+        for prev in ([1, 1], [20, 21]):
+            _, old, _ = model.step(torch.tensor(prev), old)
+        new = model.encode(second.src, second.src_len)
+        joined = new.join(old)
+        prev = torch.tensor([1, 1, 22, 23])
+        out, joined, attn = model.step(prev, joined)
+        out_new, new, attn_new = model.step(prev[:2], new)
+        out_old, old, attn_old = model.step(prev[2:], old)
+        torch.testing.assert_close(out, torch.cat([out_new, out_old]), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(attn[:2], attn_new)
+        width = first.src.size(1)
+        torch.testing.assert_close(attn[2:, :width], attn_old, rtol=1e-5, atol=1e-6)
+        assert not attn[2:, width:].any()  # the shorter sources' padding
+        assert [keys.size(2) for keys, _ in joined.past[0]] == [1, 3]  # positions per group
+        kept = joined.select(torch.tensor([1, 3]))  # one row of each group
+        out_kept, _, _ = model.step(torch.tensor([24, 25]), kept)
+        out_one, _, _ = model.step(torch.tensor([24]), new.select(torch.tensor([1])))
+        out_two, _, _ = model.step(torch.tensor([25]), old.select(torch.tensor([1])))
+        torch.testing.assert_close(out_kept, torch.cat([out_one, out_two]), rtol=1e-5, atol=1e-6)
+        assert len(joined.select(torch.tensor([2, 3])).past[0]) == 1  # a group with no row left drops out
+
+
+@pytest.mark.parametrize("multiple", [1, 4])
+def test_batches_joined_in_one_greedy_stream_decode_as_each_batch_alone(multiple):
+    assert_one_stream_finds_what_each_batch_finds_alone(_model(4), STREAM, multiple)
 
 
 def test_a_bf16_search_multiplies_attention_in_float32():
@@ -113,7 +148,7 @@ def test_a_bf16_search_multiplies_attention_in_float32():
     model, src, src_len = _model().to(torch.bfloat16), torch.tensor([[5, 9, 3]]), torch.tensor([3])
     with torch.inference_mode():
         state = model.step(torch.tensor([1]), model.encode(src, src_len))[1]
-    assert {t.dtype for kv in state.cross + state.past for t in kv} == {torch.float32}
+    assert {t.dtype for kv in state.cross + [kv for (kv,) in state.past] for t in kv} == {torch.float32}
     state = model.encode(src, src_len)  # with autograd, as in training: half-width
     assert state.cross[0][0].dtype == torch.bfloat16
 

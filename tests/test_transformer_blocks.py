@@ -23,6 +23,10 @@ def test_sinusoids_follow_the_formula_and_positions_can_start_anywhere():
     whole = encode(x)
     torch.testing.assert_close(whole, x + sinusoids(10, 8))
     torch.testing.assert_close(encode(x[:, 6:7], offset=6), whole[:, 6:7])  # one decoding step
+    rows = encode(x[:, 3:4], offset=torch.tensor([3, 3]))  # each row's own position
+    torch.testing.assert_close(rows, whole[:, 3:4])
+    mixed = encode(torch.stack([x[0, 2:3], x[1, 9:10]]), offset=torch.tensor([2, 9]))
+    torch.testing.assert_close(mixed, torch.stack([whole[0, 2:3], whole[1, 9:10]]))
     assert "table" not in encode.state_dict()  # computed, never saved in a checkpoint
 
 

@@ -3,15 +3,17 @@
 and ``reorder_beams``)."""
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.inference.argmax import row_topk
-from nmt.models.interface import TranslationModel, sentence_rows
+from nmt.models.interface import DecoderState, TranslationModel, join_rows, sentence_rows
 
 
 @dataclass
@@ -28,6 +30,9 @@ class Hypothesis:
 def max_output_lengths(src_len: torch.Tensor, ratio: float, extra: int, cap: int) -> torch.Tensor:
     """Per-sentence output budget ``ratio * src_len + extra``, at most ``cap``; shape (batch,)."""
     return torch.clamp((src_len.float() * ratio).long() + extra, max=cap)
+
+
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # src, src_len, max_len: see greedy_search
 
 
 @torch.inference_mode()
@@ -50,44 +55,144 @@ def greedy_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Ten
     :param src: shape (batch, src_len); :param src_len: shape (batch,)
     :param max_len: most pieces to generate per sentence (EOS included), shape (batch,)
     """
-    batch, device = src.size(0), src.device
-    state = model.encode(src, src_len)
-    max_len = max_len.to(device)
-    steps = int(max_len.max())
-    tokens = torch.full((batch, steps), EOS_ID, dtype=torch.long, device=device)
-    weights = torch.zeros(batch, steps, src.size(1), device=device) if with_attention else None
-    scores = torch.zeros(batch, device=device)
-    out_len = torch.zeros(batch, dtype=torch.long, device=device)  # pieces kept, EOS included
-    rows = torch.arange(batch, device=device)  # the original sentence of each row decoded
-    done = torch.zeros(batch, dtype=torch.bool, device=device)  # rows whose sentence has ended
-    prev = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
-    for step in range(steps):
-        output, state, attn = model.step(prev, state, with_attention)
+    return greedy_searches(model, [(src, src_len, max_len)], with_scores, with_attention, argmax,
+                           row_multiple)[0]
+
+
+@torch.inference_mode()
+def greedy_searches(model: TranslationModel, batches: Iterable[Batch], with_scores: bool = True,
+                    with_attention: bool = True, argmax: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                    row_multiple: int = 1, join_below: int = 0) -> list[list[Hypothesis]]:
+    """:func:`greedy_search` of each batch, in turn; once no more than ``join_below`` of a
+    batch's sentences are still going, the next batch joins them (the state's ``join``), so the
+    last long outputs of a batch decode in the next one's steps instead of in steps of their
+    own, which cost nearly as much (docs/performance.md, "Joining batches"). The hypotheses
+    are those each batch would have alone, within float rounding.
+
+    :param batches: (src, src_len, max_len) of each batch, as :func:`greedy_search` takes them;
+        read one at a time, as the search needs the next
+    :return: each batch's hypotheses, in its order
+    """
+    found: list[list[Hypothesis | None]] = []
+    pending = iter(batches)
+    rows: _GreedyRows | None = None
+    while True:
+        if rows is None or rows.going <= join_below:
+            batch = next(pending, None)
+            if batch is not None:
+                new = _GreedyRows.start(model, *batch, first_id=sum(map(len, found)), with_attention=with_attention)
+                found.append([None] * batch[0].size(0))
+                rows = new if rows is None else new.join(rows)
+            elif rows is None:
+                break
+        if rows.step(model, with_scores, argmax):
+            rows = rows.drop_ended(row_multiple, found, with_scores)
+    return found  # type: ignore[return-value]  # every sentence ends
+
+
+@dataclass
+class _GreedyRows:
+    """The rows greedy search decodes: sentences of one batch, or of several joined, each row
+    at its own step. Row tensors have shape (rows,) unless noted.
+
+    ids: each row's sentence, numbered across batches
+    length: pieces kept so far (EOS included); done: the row's sentence has ended (it may
+        decode on, unread, to pad the rows to a multiple)
+    tokens: (rows, width) the pieces kept, written at ``length``; weights: (rows, width, src_len)
+        the attention, or None
+    """
+
+    state: DecoderState
+    ids: torch.Tensor
+    prev: torch.Tensor
+    max_len: torch.Tensor
+    src_len: torch.Tensor
+    length: torch.Tensor
+    done: torch.Tensor
+    scores: torch.Tensor
+    tokens: torch.Tensor
+    weights: torch.Tensor | None
+    going: int
+
+    @classmethod
+    def start(cls, model: TranslationModel, src: torch.Tensor, src_len: torch.Tensor, max_len: torch.Tensor,
+              first_id: int, with_attention: bool) -> _GreedyRows:
+        batch, device = src.size(0), src.device
+        max_len = max_len.to(device)
+        width = int(max_len.max()) + 1  # ended rows write one past their last piece
+        return cls(model.encode(src, src_len), torch.arange(first_id, first_id + batch, device=device),
+                   torch.full((batch,), BOS_ID, dtype=torch.long, device=device), max_len, src_len.to(device),
+                   torch.zeros(batch, dtype=torch.long, device=device),
+                   torch.zeros(batch, dtype=torch.bool, device=device), torch.zeros(batch, device=device),
+                   torch.full((batch, width), EOS_ID, dtype=torch.long, device=device),
+                   torch.zeros(batch, width, src.size(1), device=device) if with_attention else None, batch)
+
+    def join(self, other: _GreedyRows) -> _GreedyRows:
+        """These rows, then ``other``'s."""
+        weights = None
+        if self.weights is not None and other.weights is not None:  # padded to the wider and longer
+            width, src_len = (max(self.weights.size(d), other.weights.size(d)) for d in (1, 2))
+            weights = torch.cat([F.pad(w, (0, src_len - w.size(2), 0, width - w.size(1)))
+                                 for w in (self.weights, other.weights)])
+        return _GreedyRows(self.state.join(other.state), *(torch.cat([a, b]) for a, b in (
+            (self.ids, other.ids), (self.prev, other.prev), (self.max_len, other.max_len),
+            (self.src_len, other.src_len), (self.length, other.length), (self.done, other.done),
+            (self.scores, other.scores))), join_rows(self.tokens, other.tokens, 1), weights,
+            self.going + other.going)
+
+    def step(self, model: TranslationModel, with_scores: bool,
+             argmax: Callable[[torch.Tensor], torch.Tensor] | None) -> bool:
+        """Decode one piece in every row; returns whether a sentence ended."""
+        output, self.state, attn = model.step(self.prev, self.state, self.weights is not None)
         if argmax is not None and not with_scores:
             prev = argmax(output)
         else:
             logits = model.logits(output).float()  # (rows, outputs)
             best, prev = (t.squeeze(1) for t in row_topk(logits, 1, kernels=model.kernels))
             if with_scores:  # log-probability of the pick
-                scores[rows] += (best - torch.logsumexp(logits, dim=-1)).masked_fill_(done, 0.0)
-        prev = model.piece_ids(prev)
-        # Ended rows write past their end, which _collect never reads.
-        tokens[rows, step] = prev
-        if weights is not None:
-            weights[rows, step] = attn.to(weights.dtype)
-        ends = ((prev == EOS_ID) | (step + 1 >= max_len)) & ~done
-        if bool(ends.any()):
-            out_len[rows[ends]] = step + 1
-            done |= ends
-            keep = _rows_to_keep(done, row_multiple)
-            if keep is None:
-                break
-            if keep.numel() < rows.numel():
-                rows, prev, max_len, done = rows[keep], prev[keep], max_len[keep], done[keep]
-                state = state.select(keep)
-    if not with_scores:
-        scores.fill_(float("nan"))
-    return _collect(tokens.tolist(), weights, scores.tolist(), out_len.tolist(), src_len.tolist())
+                self.scores += (best - torch.logsumexp(logits, dim=-1)).masked_fill_(self.done, 0.0)
+        self.prev = model.piece_ids(prev)
+        rows = torch.arange(self.prev.numel(), device=self.prev.device)
+        self.tokens[rows, self.length] = self.prev
+        if self.weights is not None:
+            self.weights[rows, self.length] = attn.to(self.weights.dtype)
+        self.length += ~self.done
+        ends = ((self.prev == EOS_ID) | (self.length >= self.max_len)) & ~self.done
+        ended = int(ends.sum())
+        if ended:
+            self.done |= ends
+            self.going -= ended
+        return ended > 0
+
+    def drop_ended(self, row_multiple: int, found: list[list[Hypothesis | None]],
+                   with_scores: bool) -> _GreedyRows | None:
+        """The rows to decode on (None when no sentence is going); the hypotheses of the rows
+        that leave go into ``found``, by batch and sentence."""
+        keep = _rows_to_keep(self.done, row_multiple)
+        if keep is not None and keep.numel() == self.done.numel():
+            return self
+        leave = torch.ones_like(self.done)
+        if keep is not None:
+            leave[keep] = False
+        self._collect(leave.nonzero().squeeze(1), found, with_scores)
+        if keep is None:
+            return None
+        return _GreedyRows(self.state.select(keep), *(t[keep] for t in (
+            self.ids, self.prev, self.max_len, self.src_len, self.length, self.done, self.scores, self.tokens)),
+            self.weights[keep] if self.weights is not None else None, self.going)
+
+    def _collect(self, rows: torch.Tensor, found: list[list[Hypothesis | None]], with_scores: bool) -> None:
+        starts = [0]
+        for hyps in found:
+            starts.append(starts[-1] + len(hyps))
+        weights = self.weights[rows].float().cpu() if self.weights is not None else None
+        for k, (sentence, pieces, n, score, n_src) in enumerate(zip(
+                self.ids[rows].tolist(), self.tokens[rows].tolist(), self.length[rows].tolist(),
+                self.scores[rows].tolist(), self.src_len[rows].tolist())):
+            batch = bisect.bisect_right(starts, sentence) - 1
+            attn = weights[k, :n, :n_src] if weights is not None else None
+            found[batch][sentence - starts[batch]] = Hypothesis(
+                pieces[:n - 1] if pieces[n - 1] == EOS_ID else pieces[:n], score if with_scores else math.nan, attn)
 
 
 def _rows_to_keep(done: torch.Tensor, multiple: int) -> torch.Tensor | None:
@@ -104,16 +209,6 @@ def _rows_to_keep(done: torch.Tensor, multiple: int) -> torch.Tensor | None:
         return torch.arange(done.numel(), device=done.device)
     ended = done.nonzero().squeeze(1)[:padded - going.numel()]
     return torch.cat([going, ended]).sort().values
-
-
-def _collect(rows: list[list[int]], weights: torch.Tensor | None, scores: list[float],
-             out_len: list[int], src_len: list[int]) -> list[Hypothesis]:
-    hyps = []
-    for k, (row, score, n, n_src) in enumerate(zip(rows, scores, out_len, src_len)):
-        pieces = row[:n - 1] if row[n - 1] == EOS_ID else row[:n]
-        attn = weights[k, :n, :n_src].float().cpu() if weights is not None else None
-        hyps.append(Hypothesis(pieces, score, attn))
-    return hyps
 
 
 DEFAULT_LENGTH_PENALTY = 1.0

@@ -12,7 +12,7 @@ from nmt.data.corpus import normalize
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.inference.argmax import LinearArgmax
-from nmt.inference.search import Hypothesis, beam_search, greedy_search, max_output_lengths
+from nmt.inference.search import Batch, Hypothesis, beam_search, greedy_searches, max_output_lengths
 from nmt.models.interface import TranslationModel
 from nmt.runtime.precision import autocast
 
@@ -79,8 +79,8 @@ class Translator:
         chunks = [[todo[k] for k in chunk] for chunk in length_sorted_chunks([len(ids[i]) for i in todo], size)]
         argmax = None if with_scores else self._greedy_argmax()
         decoded = self._decode_all(
-            chunks, lambda index: self._decode_batch([ids[i] for i in index], n, with_scores,
-                                                     with_attention, argmax))
+            chunks, lambda share: self._decode_batches([[ids[i] for i in index] for index in share], n,
+                                                       with_scores, with_attention, argmax, size // 2))
         for index, batch_hyps in zip(chunks, decoded):
             for i, hyps in zip(index, batch_hyps):
                 results[i] = hyps
@@ -117,32 +117,48 @@ class Translator:
         return self.device.type == "cpu" and self.precision == "bf16"
 
     def _decode_all(self, chunks: list[list[int]],
-                    decode: Callable[[list[int]], list[list[Hypothesis]]]) -> list[list[list[Hypothesis]]]:
-        """``decode`` of each chunk, in order: in eval mode, on the workers' thread shares."""
+                    decode: Callable[[list[list[int]]], list[list[list[Hypothesis]]]]
+                    ) -> list[list[list[Hypothesis]]]:
+        """The hypotheses of each chunk, in order: ``decode`` of each worker's share of the
+        chunks (every ``workers``-th, in order), in eval mode, on the workers' thread shares."""
         workers = max(1, min(self.parallel_workers(), len(chunks)))
         was_training, threads = self.model.training, torch.get_num_threads()
         self.model.eval()
         torch.set_num_threads(max(1, threads // workers))
         try:
             if workers < 2:
-                return [decode(chunk) for chunk in chunks]
-            with ThreadPoolExecutor(workers) as pool:
-                return list(pool.map(decode, chunks))
+                decoded = [decode(chunks)]
+            else:
+                with ThreadPoolExecutor(workers) as pool:
+                    decoded = list(pool.map(decode, [chunks[w::workers] for w in range(workers)]))
         finally:
             torch.set_num_threads(threads)
             self.model.train(was_training)
+        results: list[list[list[Hypothesis]]] = [[] for _ in chunks]
+        for w, share in enumerate(decoded):
+            results[w::workers] = share
+        return results
 
-    def _decode_batch(self, src_ids: list[list[int]], n: int, with_scores: bool,
-                      with_attention: bool, argmax: LinearArgmax | None) -> list[list[Hypothesis]]:
+    def _decode_batches(self, batches: list[list[list[int]]], n: int, with_scores: bool, with_attention: bool,
+                        argmax: LinearArgmax | None, join_below: int) -> list[list[list[Hypothesis]]]:
+        """Each batch's hypotheses. Greedy search decodes the batches as one stream: a batch
+        joins the one before once no more than ``join_below`` of its sentences are going
+        (:func:`nmt.inference.search.greedy_searches`; half a batch: docs/performance.md,
+        "Joining batches")."""
+        with autocast(self.device, self.precision):
+            if self.beam == 1:
+                return [[[h] for h in hyps] for hyps in greedy_searches(
+                    self.model, map(self._batch, batches), with_scores, with_attention, argmax,
+                    self.row_multiple, join_below)]
+            return [beam_search(self.model, *self._batch(src_ids), self.beam, self.length_penalty, n,
+                                with_attention, self.row_multiple) for src_ids in batches]
+
+    def _batch(self, src_ids: list[list[int]]) -> Batch:
+        """A batch of sources on the device, with each one's output budget."""
         batch = make_batch(src_ids).to(self.device)
         budget = max_output_lengths(batch.src_len, self.len_ratio, self.len_extra,
                                     cap=int(self.len_ratio * self.max_src_pieces) + self.len_extra)
-        with autocast(self.device, self.precision):
-            if self.beam == 1:
-                return [[h] for h in greedy_search(self.model, batch.src, batch.src_len, budget,
-                                                   with_scores, with_attention, argmax, self.row_multiple)]
-            return beam_search(self.model, batch.src, batch.src_len, budget, self.beam,
-                               self.length_penalty, n, with_attention, self.row_multiple)
+        return batch.src, batch.src_len, budget
 
     def hypotheses(self, lines: list[str], batch_size: int = 64, with_scores: bool = True,
                    with_attention: bool = True) -> list[Hypothesis | None]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Protocol
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -36,6 +37,13 @@ class DecoderState(Protocol):
         """The rows at ``index``, shape (rows,), each taken from its own sentence's rows: what
         is equal across those rows (the source) may stay put."""
 
+    def join(self, other: DecoderState) -> DecoderState:
+        """This state's sentences, then ``other``'s, each going on from where it is: greedy
+        search joins a new batch to the last sentences of one still decoding, so its steps
+        keep their rows. Sources of different lengths are padded, and a joined row's steps
+        give what they would have given in its own state (within float rounding). One row per
+        sentence."""
+
 
 def sentence_rows(sentences: torch.Tensor, beams: int) -> torch.Tensor:
     """The rows of ``sentences``, shape (n,), in a batch of ``beams`` consecutive rows per
@@ -43,6 +51,18 @@ def sentence_rows(sentences: torch.Tensor, beams: int) -> torch.Tensor:
     if beams == 1:
         return sentences
     return (sentences.unsqueeze(1) * beams + torch.arange(beams, device=sentences.device)).view(-1)
+
+
+def join_rows(first: torch.Tensor, second: torch.Tensor, source_dim: int | None = None,
+              row_dim: int = 0) -> torch.Tensor:
+    """``first``'s rows, then ``second``'s, along ``row_dim``; the shorter source dim
+    ``source_dim`` (if any) padded to the longer with zeros (False in a mask): one tensor of
+    two states' :meth:`DecoderState.join`."""
+    if source_dim is not None:
+        length = max(first.size(source_dim), second.size(source_dim))
+        first, second = (F.pad(t, (0, 0) * (t.dim() - 1 - source_dim) + (0, length - t.size(source_dim)))
+                         for t in (first, second))
+    return torch.cat([first, second], dim=row_dim)
 
 
 class TranslationModel(Protocol):

@@ -27,7 +27,7 @@ from torch import nn
 
 from nmt.models.attention import AdditiveAttention, make_attention
 from nmt.models.dropout import Dropout, dropout, dropout_mask
-from nmt.models.interface import sentence_rows
+from nmt.models.interface import join_rows, sentence_rows
 from nmt.models.kernels import bptt_runs
 from nmt.models.pieces import PieceEmbedding, PieceMap
 from nmt.models.rnn.bptt import teacher_forced
@@ -67,6 +67,14 @@ class DecoderState(NamedTuple):
         equal across those rows, so they stay where they are."""
         return self._replace(hidden=self.hidden.index_select(1, index),
                              feed=self.feed.index_select(0, index))
+
+    def join(self, other: DecoderState) -> DecoderState:
+        """This state's sentences, then ``other``'s, the sources padded to the longer one. One
+        row per sentence (greedy search's)."""
+        assert self.beams == other.beams == 1, "beam search's states are not joined"
+        return DecoderState(join_rows(self.hidden, other.hidden, row_dim=1),
+                            join_rows(self.memory, other.memory, 1), join_rows(self.proj_keys, other.proj_keys, 1),
+                            join_rows(self.src_mask, other.src_mask, 1), join_rows(self.feed, other.feed))
 
     def _rows(self, rows: torch.Tensor, beams: int) -> DecoderState:
         return DecoderState(self.hidden.index_select(1, rows), self.memory.index_select(0, rows),

@@ -18,7 +18,7 @@ from torch import nn
 from nmt.config import ModelConfig
 from nmt.models.generator import Generator, GeneratorOutputs
 from nmt.models.halfwidth import matmul_input
-from nmt.models.interface import sentence_rows
+from nmt.models.interface import join_rows, sentence_rows
 from nmt.models.masks import lengths_to_mask
 from nmt.models.pieces import PieceEmbedding, PieceMap
 from nmt.models.transformer.layers import FeedForward, Residual
@@ -26,6 +26,7 @@ from nmt.models.transformer.multihead import MultiHeadAttention, causal_mask
 from nmt.models.transformer.positional import PositionalEncoding
 
 KeyValue = tuple[torch.Tensor, torch.Tensor]  # each (batch, heads, len, head_size)
+Groups = tuple[KeyValue, ...]  # a layer's self-attention cache, one entry per group of rows
 
 
 @dataclass(frozen=True)
@@ -35,37 +36,81 @@ class TransformerState:
     cross: per decoder layer, the encoder-decoder attention's keys and values of each sentence's
         source, once per sentence however many beams it has
     src_mask: True at real source tokens, shape (sentences, src_len)
-    past: per decoder layer, each row's self-attention keys and values of the positions so far
+    past: per decoder layer, the self-attention keys and values of the positions each row has
+        decoded, by group: consecutive rows at the same position, one group unless states were
+        joined (:meth:`join`)
     beams: consecutive rows per sentence (beam search's)
     """
 
     cross: list[KeyValue]
     src_mask: torch.Tensor
-    past: list[KeyValue]
+    past: list[Groups]
     beams: int = 1
 
     @property
-    def length(self) -> int:
-        """Positions decoded so far."""
-        return self.past[0][0].size(2) if self.past else 0
+    def group_sizes(self) -> list[int]:
+        """Rows per group."""
+        return [keys.size(0) for keys, _ in self.past[0]] if self.past else [self.src_mask.size(0)]
+
+    def positions(self) -> int | torch.Tensor:
+        """Positions decoded so far: one number for one group, else per row, shape (rows,)."""
+        if not self.past:
+            return 0
+        lengths = [keys.size(2) for keys, _ in self.past[0]]
+        if len(lengths) == 1:
+            return lengths[0]
+        return torch.tensor(lengths, device=self.src_mask.device).repeat_interleave(
+            torch.tensor(self.group_sizes, device=self.src_mask.device))
 
     def select(self, index: torch.Tensor) -> TransformerState:
-        """Keep the sentences at ``index``, shape (kept,), with all their rows."""
+        """Keep the sentences at ``index``, shape (kept,), with all their rows; ascending when
+        the state holds more than one group."""
         return TransformerState(_take(self.cross, index), self.src_mask.index_select(0, index),
-                                _take(self.past, sentence_rows(index, self.beams)), self.beams)
+                                _take_groups(self.past, sentence_rows(index, self.beams)), self.beams)
 
     def repeat_beams(self, beams: int) -> TransformerState:
         """Each row ``beams`` times, consecutively; the sources stay one per sentence."""
         rows = torch.arange(self.src_mask.size(0) * self.beams, device=self.src_mask.device)
-        return replace(self, past=_take(self.past, rows.repeat_interleave(beams)), beams=self.beams * beams)
+        return replace(self, past=_take_groups(self.past, rows.repeat_interleave(beams)),
+                       beams=self.beams * beams)
 
     def reorder_beams(self, index: torch.Tensor) -> TransformerState:
         """Rows move only among their sentence's beams: the source side stays where it is."""
-        return replace(self, past=_take(self.past, index))
+        return replace(self, past=_take_groups(self.past, index))
+
+    def join(self, other: TransformerState) -> TransformerState:
+        """This state's sentences, then ``other``'s, each row going on from its own position:
+        the sources are padded to the longer one, and the caches stay apart as groups, so a
+        row attends only its own positions. One row per sentence (greedy search's)."""
+        assert self.beams == other.beams == 1, "beam search's states are not joined"
+        cross = [(join_rows(k, other_k, 2), join_rows(v, other_v, 2))
+                 for (k, v), (other_k, other_v) in zip(self.cross, other.cross)]
+        src_mask = join_rows(self.src_mask, other.src_mask, 1)
+        past = [mine + theirs for mine, theirs in zip(self._groups(), other._groups())]
+        return TransformerState(cross, src_mask, past)
+
+    def _groups(self) -> list[Groups]:
+        """``past``, or before the first step one group of caches with no positions yet."""
+        if self.past:
+            return self.past
+        return [((keys[:, :, :0],) * 2,) for keys, _ in self.cross]  # (rows, heads, 0, head_size)
 
 
 def _take(pairs: list[KeyValue], index: torch.Tensor) -> list[KeyValue]:
     return [(k.index_select(0, index), v.index_select(0, index)) for k, v in pairs]
+
+
+def _take_groups(past: list[Groups], rows: torch.Tensor) -> list[Groups]:
+    """The ``rows`` of each layer's caches; with more than one group ``rows`` ascends, and
+    groups left with no row drop out."""
+    if not past or len(past[0]) == 1:
+        return [(_take(list(layer), rows)[0],) for layer in past]
+    sizes = [keys.size(0) for keys, _ in past[0]]
+    assert bool((rows[1:] >= rows[:-1]).all()), "rows of joined groups are taken in order"
+    starts = [sum(sizes[:g]) for g in range(len(sizes) + 1)]
+    cuts = torch.searchsorted(rows, torch.tensor(starts, device=rows.device)).tolist()
+    parts = [(g, rows[cuts[g]:cuts[g + 1]] - starts[g]) for g in range(len(sizes)) if cuts[g + 1] > cuts[g]]
+    return [tuple(_take([layer[g]], part)[0] for g, part in parts) for layer in past]
 
 
 class EncoderLayer(nn.Module):
@@ -101,11 +146,13 @@ class DecoderLayer(nn.Module):
         self.attend_self, self.attend_source, self.transform = (
             Residual(size, dropout, pre_norm) for _ in range(3))
 
-    def forward(self, x: torch.Tensor, past: KeyValue | None, self_mask: torch.Tensor | None,
+    def forward(self, x: torch.Tensor, past: Groups | None, self_mask: torch.Tensor | None,
                 cross: KeyValue, cross_mask: torch.Tensor, need_weights: tuple[str, ...] = ("cross",)
-                ) -> tuple[torch.Tensor, KeyValue, dict[str, torch.Tensor]]:
+                ) -> tuple[torch.Tensor, Groups, dict[str, torch.Tensor]]:
         """Decode ``x`` (batch, len, size), the positions after ``past``'s.
 
+        :param past: the keys and values of earlier positions, by group of rows (see
+            :class:`TransformerState`); more than one group only for one new position per row
         :param self_mask: causal mask over the ``len`` new positions, (len, len); None for one
         :param cross: the source's keys and values, once per sentence: ``batch`` is a whole
             number of rows per sentence, consecutive (its beams)
@@ -115,16 +162,21 @@ class DecoderLayer(nn.Module):
             "decoder", self-attention, (batch, heads, len, past + len); "cross", encoder-decoder,
             (batch, heads, len, src_len)
         """
-        keys_values: list[KeyValue] = []
+        keys_values: list[Groups] = []
         weights: dict[str, torch.Tensor] = {}
 
         def attend_self(y: torch.Tensor) -> torch.Tensor:
             y = matmul_input(y)
             keys, values = self.self_attention.project_keys_values(y)
+            groups: Groups = ((keys, values),)
             if past is not None:
-                keys, values = torch.cat([past[0], keys], dim=2), torch.cat([past[1], values], dim=2)
-            keys_values.append((keys, values))
-            out, weights["decoder"] = self.self_attention(y, keys, values, self_mask, "decoder" in need_weights)
+                sizes = [k.size(0) for k, _ in past]
+                groups = tuple((torch.cat([k, new_k], dim=2), torch.cat([v, new_v], dim=2))
+                               for (k, v), new_k, new_v in zip(past, keys.split(sizes), values.split(sizes)))
+            keys_values.append(groups)
+            if len(groups) > 1:
+                return self.self_attention.attend_groups(y, groups)
+            out, weights["decoder"] = self.self_attention(y, *groups[0], self_mask, "decoder" in need_weights)
             return out
 
         def attend_source(y: torch.Tensor) -> torch.Tensor:
@@ -212,7 +264,7 @@ class Transformer(GeneratorOutputs):
             :meth:`DecoderLayer.forward`): the last layer's encoder-decoder ones if
             ``last_cross``, every one if ``all_weights``
         """
-        x = self.positions(self.tgt_embedding(tgt) * self.scale, offset=state.length)
+        x = self.positions(self.tgt_embedding(tgt) * self.scale, offset=state.positions())
         cross_mask = state.src_mask[:, None, None, :]
         past, weights = [], []
         last = len(self.decoder) - 1

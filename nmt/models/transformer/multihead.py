@@ -59,6 +59,22 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(merged), weights
 
 
+    def attend_groups(self, queries: torch.Tensor, groups: tuple[tuple[torch.Tensor, torch.Tensor], ...]
+                      ) -> torch.Tensor:
+        """One query per row, each group of consecutive rows attending its own keys and values
+        (rows decoded from different positions, see :meth:`nmt.models.transformer.model.TransformerState.join`), with one
+        projection in and out for all rows; no weights.
+
+        :param queries: shape (rows, 1, size) :param groups: per group, keys and values
+            (group rows, heads, len, size // heads); the group rows add up to ``rows``
+        :return: shape (rows, 1, size)
+        """
+        heads = self.split(self.query_proj(queries)).split([keys.size(0) for keys, _ in groups])
+        context = torch.cat([attend(q, keys, values, None, need_weights=False)[0]
+                             for q, (keys, values) in zip(heads, groups)])
+        return self.out_proj(context.transpose(1, 2).reshape(queries.shape))
+
+
 FUSED_DEVICES = ("cuda",)  # on CPU, float32 training and search did not gain: docs/performance.md
 
 

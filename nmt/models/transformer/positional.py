@@ -29,10 +29,15 @@ class PositionalEncoding(nn.Module):
         self.dropout = Dropout(dropout)
         self.register_buffer("table", sinusoids(length, size), persistent=False)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """:param x: shape (batch, len, size) :param offset: the first position (a decoding step's)
+    def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0) -> torch.Tensor:
+        """:param x: shape (batch, len, size) :param offset: the first position (a decoding
+        step's), or each row's, shape (batch,)
         :return: the same shape"""
-        end = offset + x.size(1)
+        per_row = isinstance(offset, torch.Tensor)
+        end = (int(offset.max()) if per_row else offset) + x.size(1)
         if end > self.table.size(0):
             self.table = sinusoids(max(end, 2 * self.table.size(0)), self.size).to(self.table.device)
+        if per_row:
+            rows = offset.unsqueeze(1) + torch.arange(x.size(1), device=x.device)  # (batch, len)
+            return self.dropout(x + self.table[rows].to(x.dtype))
         return self.dropout(x + self.table[offset:end].to(x.dtype))
