@@ -233,8 +233,8 @@ def test_greedy_and_beam_search_need_only_the_model_interface():
     assert beams[2][0].attention.shape == (2, 2)
     cut = greedy_search(model, src, src_len, torch.tensor([1, 6, 6]))
     assert cut[0].tokens == [model.A] and cut[0].attention.shape == (1, 3)  # budget ends it
-    streamed = greedy_searches(model, [(src[:1], src_len[:1], budget[:1]), (src[1:, :2], src_len[1:], budget[1:])],
-                               join_below=1)
+    two_batches = [(src[:1], src_len[:1], budget[:1]), (src[1:, :2], src_len[1:], budget[1:])]
+    streamed = greedy_searches(model, two_batches, join_below=1)
     assert [[(h.tokens, h.score) for h in hyps] for hyps in streamed] == \
            [[(h.tokens, h.score) for h in greedy[:1]], [(h.tokens, h.score) for h in greedy[1:]]]
     assert [h.attention.shape for hyps in streamed for h in hyps] == [(2, 3), (2, 1), (2, 2)]

@@ -3,7 +3,6 @@
 and ``reorder_beams``)."""
 from __future__ import annotations
 
-import bisect
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -66,8 +65,8 @@ def greedy_searches(model: TranslationModel, batches: Iterable[Batch], with_scor
     """:func:`greedy_search` of each batch, in turn; once no more than ``join_below`` of a
     batch's sentences are still going, the next batch joins them (the state's ``join``), so the
     last long outputs of a batch decode in the next one's steps instead of in steps of their
-    own, which cost nearly as much (docs/performance.md, "Joining batches"). The hypotheses
-    are those each batch would have alone, within float rounding.
+    own, which cost nearly as much (docs/performance.md, "Joining batches"); 0: never. The
+    hypotheses are those each batch would have alone, within float rounding.
 
     :param batches: (src, src_len, max_len) of each batch, as :func:`greedy_search` takes them;
         read one at a time, as the search needs the next
@@ -80,7 +79,7 @@ def greedy_searches(model: TranslationModel, batches: Iterable[Batch], with_scor
         if rows is None or rows.going <= join_below:
             batch = next(pending, None)
             if batch is not None:
-                new = _GreedyRows.start(model, *batch, first_id=sum(map(len, found)), with_attention=with_attention)
+                new = _GreedyRows.start(model, *batch, len(found), with_attention)
                 found.append([None] * batch[0].size(0))
                 rows = new if rows is None else new.join(rows)
             elif rows is None:
@@ -93,17 +92,19 @@ def greedy_searches(model: TranslationModel, batches: Iterable[Batch], with_scor
 @dataclass
 class _GreedyRows:
     """The rows greedy search decodes: sentences of one batch, or of several joined, each row
-    at its own step. Row tensors have shape (rows,) unless noted.
+    at its own step. Tensors have shape (rows,) unless noted.
 
-    ids: each row's sentence, numbered across batches
+    batch, index: each row's batch and its sentence there
     length: pieces kept so far (EOS included); done: the row's sentence has ended (it may
         decode on, unread, to pad the rows to a multiple)
     tokens: (rows, width) the pieces kept, written at ``length``; weights: (rows, width, src_len)
         the attention, or None
+    going: rows not done
     """
 
     state: DecoderState
-    ids: torch.Tensor
+    batch: torch.Tensor
+    index: torch.Tensor
     prev: torch.Tensor
     max_len: torch.Tensor
     src_len: torch.Tensor
@@ -114,18 +115,24 @@ class _GreedyRows:
     weights: torch.Tensor | None
     going: int
 
+    _PER_ROW = ("batch", "index", "prev", "max_len", "src_len", "length", "done", "scores")
+
     @classmethod
     def start(cls, model: TranslationModel, src: torch.Tensor, src_len: torch.Tensor, max_len: torch.Tensor,
-              first_id: int, with_attention: bool) -> _GreedyRows:
-        batch, device = src.size(0), src.device
+              batch: int, with_attention: bool) -> _GreedyRows:
+        """Batch number ``batch``, encoded, before its first step."""
+        rows, device = src.size(0), src.device
         max_len = max_len.to(device)
         width = int(max_len.max()) + 1  # ended rows write one past their last piece
-        return cls(model.encode(src, src_len), torch.arange(first_id, first_id + batch, device=device),
-                   torch.full((batch,), BOS_ID, dtype=torch.long, device=device), max_len, src_len.to(device),
-                   torch.zeros(batch, dtype=torch.long, device=device),
-                   torch.zeros(batch, dtype=torch.bool, device=device), torch.zeros(batch, device=device),
-                   torch.full((batch, width), EOS_ID, dtype=torch.long, device=device),
-                   torch.zeros(batch, width, src.size(1), device=device) if with_attention else None, batch)
+
+        def zeros(*shape: int, dtype: torch.dtype = torch.long) -> torch.Tensor:
+            return torch.zeros(*shape, dtype=dtype, device=device)
+
+        return cls(model.encode(src, src_len), zeros(rows).fill_(batch), torch.arange(rows, device=device),
+                   zeros(rows).fill_(BOS_ID), max_len, src_len.to(device), zeros(rows),
+                   zeros(rows, dtype=torch.bool), zeros(rows, dtype=torch.float32),
+                   zeros(rows, width).fill_(EOS_ID),
+                   zeros(rows, width, src.size(1), dtype=torch.float32) if with_attention else None, rows)
 
     def join(self, other: _GreedyRows) -> _GreedyRows:
         """These rows, then ``other``'s."""
@@ -134,11 +141,10 @@ class _GreedyRows:
             width, src_len = (max(self.weights.size(d), other.weights.size(d)) for d in (1, 2))
             weights = torch.cat([F.pad(w, (0, src_len - w.size(2), 0, width - w.size(1)))
                                  for w in (self.weights, other.weights)])
-        return _GreedyRows(self.state.join(other.state), *(torch.cat([a, b]) for a, b in (
-            (self.ids, other.ids), (self.prev, other.prev), (self.max_len, other.max_len),
-            (self.src_len, other.src_len), (self.length, other.length), (self.done, other.done),
-            (self.scores, other.scores))), join_rows(self.tokens, other.tokens, 1), weights,
-            self.going + other.going)
+        per_row = {name: torch.cat([getattr(self, name), getattr(other, name)]) for name in self._PER_ROW}
+        return _GreedyRows(self.state.join(other.state), **per_row,
+                           tokens=join_rows(self.tokens, other.tokens, 1), weights=weights,
+                           going=self.going + other.going)
 
     def step(self, model: TranslationModel, with_scores: bool,
              argmax: Callable[[torch.Tensor], torch.Tensor] | None) -> bool:
@@ -177,22 +183,17 @@ class _GreedyRows:
         self._collect(leave.nonzero().squeeze(1), found, with_scores)
         if keep is None:
             return None
-        return _GreedyRows(self.state.select(keep), *(t[keep] for t in (
-            self.ids, self.prev, self.max_len, self.src_len, self.length, self.done, self.scores, self.tokens)),
-            self.weights[keep] if self.weights is not None else None, self.going)
+        per_row = {name: getattr(self, name)[keep] for name in self._PER_ROW}
+        return _GreedyRows(self.state.select(keep), **per_row, tokens=self.tokens[keep],
+                           weights=self.weights[keep] if self.weights is not None else None, going=self.going)
 
     def _collect(self, rows: torch.Tensor, found: list[list[Hypothesis | None]], with_scores: bool) -> None:
-        starts = [0]
-        for hyps in found:
-            starts.append(starts[-1] + len(hyps))
         weights = self.weights[rows].float().cpu() if self.weights is not None else None
-        for k, (sentence, pieces, n, score, n_src) in enumerate(zip(
-                self.ids[rows].tolist(), self.tokens[rows].tolist(), self.length[rows].tolist(),
-                self.scores[rows].tolist(), self.src_len[rows].tolist())):
-            batch = bisect.bisect_right(starts, sentence) - 1
+        for k, (batch, index, pieces, n, score, n_src) in enumerate(zip(*(t[rows].tolist() for t in (
+                self.batch, self.index, self.tokens, self.length, self.scores, self.src_len)))):
             attn = weights[k, :n, :n_src] if weights is not None else None
-            found[batch][sentence - starts[batch]] = Hypothesis(
-                pieces[:n - 1] if pieces[n - 1] == EOS_ID else pieces[:n], score if with_scores else math.nan, attn)
+            pieces = pieces[:n - 1] if pieces[n - 1] == EOS_ID else pieces[:n]
+            found[batch][index] = Hypothesis(pieces, score if with_scores else math.nan, attn)
 
 
 def _rows_to_keep(done: torch.Tensor, multiple: int) -> torch.Tensor | None:

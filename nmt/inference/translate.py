@@ -30,7 +30,9 @@ class Translator:
     keep one thread each, so two batches on one thread each beat one batch on two: on the
     2-core reference CPU greedy search went 7-20% faster and beam search 7%. In bf16 the ops
     are short enough that the two batches' threads wait for the interpreter lock instead
-    (docs/performance.md, "Decoding with AMX"). Outputs do not depend on it.
+    (docs/performance.md, "Decoding with AMX"). Outputs do not depend on it. Each worker's
+    batches decode as one greedy stream, a batch's last sentences joined by the next batch
+    (:func:`nmt.inference.search.greedy_searches`).
     Greedy search on CPU picks pieces with :class:`nmt.inference.argmax.LinearArgmax` when it need not
     score them: the same pieces as the float32 generator's (not with the model's ``kernels``
     ``reference``, see :mod:`nmt.models.kernels`).

@@ -20,7 +20,8 @@ from torch import nn
 
 class DecoderState(Protocol):
     """Whatever one decoding step needs (encoder memory, masks, recurrent state, key/value
-    caches); opaque to search, which only keeps, repeats or reorders its sentences' rows.
+    caches); opaque to search, which only keeps, repeats or reorders its sentences' rows, or
+    joins two states' sentences.
 
     A state holds one row per sentence, or after :meth:`repeat_beams` ``beams`` consecutive
     rows per sentence (its beams), which may share the sentence's source side."""

@@ -73,7 +73,8 @@ class DecoderState(NamedTuple):
         row per sentence (greedy search's)."""
         assert self.beams == other.beams == 1, "beam search's states are not joined"
         return DecoderState(join_rows(self.hidden, other.hidden, row_dim=1),
-                            join_rows(self.memory, other.memory, 1), join_rows(self.proj_keys, other.proj_keys, 1),
+                            join_rows(self.memory, other.memory, 1),
+                            join_rows(self.proj_keys, other.proj_keys, 1),
                             join_rows(self.src_mask, other.src_mask, 1), join_rows(self.feed, other.feed))
 
     def _rows(self, rows: torch.Tensor, beams: int) -> DecoderState:

@@ -62,8 +62,8 @@ class MultiHeadAttention(nn.Module):
     def attend_groups(self, queries: torch.Tensor, groups: tuple[tuple[torch.Tensor, torch.Tensor], ...]
                       ) -> torch.Tensor:
         """One query per row, each group of consecutive rows attending its own keys and values
-        (rows decoded from different positions, see :meth:`nmt.models.transformer.model.TransformerState.join`), with one
-        projection in and out for all rows; no weights.
+        (rows at different positions: :meth:`nmt.models.transformer.model.TransformerState.join`),
+        with one projection in and out for all rows; no weights.
 
         :param queries: shape (rows, 1, size) :param groups: per group, keys and values
             (group rows, heads, len, size // heads); the group rows add up to ``rows``
