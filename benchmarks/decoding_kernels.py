@@ -5,7 +5,8 @@ explicit float32 products against torch's fused kernel.
     python benchmarks/decoding_kernels.py [--threads 2] [--calls 500]
 
 Shapes are the Transformer reference size's (d_model 256, feed-forward 1,024, 4 heads) at a
-search step's row counts. bf16 rows are printed only on a CPU that computes bf16 natively.
+search step's row counts; attention with one query per row (greedy search, self-attention)
+and with five (beam 5's encoder-decoder attention, a sentence's beams querying its source). bf16 rows are printed only on a CPU that computes bf16 natively.
 """
 from __future__ import annotations
 
@@ -46,20 +47,22 @@ def linears(dtype: torch.dtype, calls: int) -> None:
 
 
 def attention(calls: int) -> None:
-    print("attention of one bf16 query per row over float32 keys and values, us per call:\n"
+    print("attention of bf16 queries over float32 keys and values, us per call:\n"
           "  keys cast each call, explicit / keys float32, explicit / keys float32, fused")
-    for rows in (16, 128):
-        for keys in (5, 15, 30):
-            q = torch.randn(rows, 4, 1, 64).bfloat16()
-            k, v = torch.randn(rows, 4, keys, 64).bfloat16(), torch.randn(rows, 4, keys, 64).bfloat16()
-            kf, vf = k.float(), v.float()
-            mask = torch.ones(rows, 1, 1, keys, dtype=torch.bool)
-            mask[::3, ..., keys - 3:] = False
-            cast = per_call_us(lambda: float32_scaled_dot_product(q, k, v, mask), calls)
-            explicit = per_call_us(lambda: float32_scaled_dot_product(q, kf, vf, mask), calls)
-            fused = per_call_us(
-                lambda: F.scaled_dot_product_attention(q.float(), kf, vf, attn_mask=mask).bfloat16(), calls)
-            print(f"  {rows:3d} rows, {keys:2d} keys: {cast:6.1f} / {explicit:6.1f} / {fused:6.1f}")
+    for queries in (1, 5):  # greedy search's one query per row; beam 5's encoder-decoder attention
+        for rows in (16, 128):
+            for keys in (5, 15, 30):
+                q = torch.randn(rows, 4, queries, 64).bfloat16()
+                k, v = torch.randn(rows, 4, keys, 64).bfloat16(), torch.randn(rows, 4, keys, 64).bfloat16()
+                kf, vf = k.float(), v.float()
+                mask = torch.ones(rows, 1, 1, keys, dtype=torch.bool)
+                mask[::3, ..., keys - 3:] = False
+                cast = per_call_us(lambda: float32_scaled_dot_product(q, k, v, mask), calls)
+                explicit = per_call_us(lambda: float32_scaled_dot_product(q, kf, vf, mask), calls)
+                fused = per_call_us(
+                    lambda: F.scaled_dot_product_attention(q.float(), kf, vf, attn_mask=mask).bfloat16(), calls)
+                print(f"  {rows:3d} rows x {queries} queries, {keys:2d} keys: "
+                      f"{cast:6.1f} / {explicit:6.1f} / {fused:6.1f}")
 
 
 def main() -> None:

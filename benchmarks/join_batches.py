@@ -4,8 +4,8 @@ turns: ``nmt translate``'s own path (``Translator.translate``) over a trained ru
     python benchmarks/join_batches.py RUN [--sources FILE] [--precision bf16] [--batch 128]
         [--rounds 5] [--join 0 16 32 64]
 
-``--join`` lists thresholds: once no more than that many of a batch's sentences are going, the
-next batch joins them (0: never; ``nmt translate`` uses half a batch). Prints each
+``--join`` lists thresholds below ``--batch``: once no more than that many of a batch's sentences
+are going, the next batch joins them (0: never; ``nmt translate`` uses half a batch). Prints each
 threshold's median and range of sentences/s, and how many outputs differ from the first's.
 Without ``--sources``, the run's first 1,000 test sources.
 """
@@ -44,6 +44,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--join", type=int, nargs="+", default=[0, 16, 32, 64])
     args = parser.parse_args()
+    if max(args.join) >= args.batch:
+        parser.error(f"--join thresholds must be below --batch {args.batch}: "
+                     "at it, every step would join a batch")
     configure_cpu(0)
     device = torch.device("cpu")
     model, tokenizer, precision = load_for_decoding(args.run, args.precision, device)

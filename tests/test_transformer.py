@@ -125,10 +125,34 @@ def test_batches_joined_in_one_greedy_stream_decode_as_each_batch_alone(multiple
     assert_one_stream_finds_what_each_batch_finds_alone(_model(4), STREAM, multiple)
 
 
+def test_a_bf16_search_fuses_attention_only_for_one_query_per_sentence_and_head(monkeypatch):
+    """Beam search's encoder-decoder attention has a query per beam: there the CPU's fused
+    kernel ran slower than the explicit products, so it runs them instead."""
+    import nmt.models.transformer.multihead as multihead
+    fused_queries, kernel = [], multihead.F.scaled_dot_product_attention
+
+    def fused(q, k, v, **kwargs):
+        fused_queries.append(q.size(2))
+        return kernel(q, k, v, **kwargs)
+
+    monkeypatch.setattr(multihead.F, "scaled_dot_product_attention", fused)
+    torch.manual_seed(0)
+    k, v = torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8)
+    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])[:, None, None, :]
+    for queries in (3, 1):
+        q = torch.randn(2, 4, queries, 8).bfloat16()
+        with torch.inference_mode():
+            context = attend(q, k, v, mask, need_weights=False)[0]
+        torch.testing.assert_close(context.float(), scaled_dot_product(q.float(), k, v, mask)[0],
+                                   rtol=0, atol=1e-2)  # bf16 rounding
+    assert fused_queries == [1]
+
+
 def test_a_bf16_search_multiplies_attention_in_float32():
     """oneDNN compiles a bf16 kernel per product shape, and each search step's key length is a
     new one: search's attention products take the bf16 inputs in float32 instead, from keys
-    and values cast once when projected; the fused kernel where no weights are wanted."""
+    and values cast once when projected; the fused kernel where no weights are wanted and
+    there is one query per sentence and head."""
     torch.manual_seed(0)
     q, k, v = torch.randn(2, 4, 1, 8).bfloat16(), torch.randn(2, 4, 5, 8).bfloat16(), torch.randn(2, 4, 5, 8).bfloat16()
     mask = torch.tensor([[True] * 5, [True, True, False, False, False]])[:, None, None, :]

@@ -65,8 +65,10 @@ def greedy_searches(model: TranslationModel, batches: Iterable[Batch], with_scor
     """:func:`greedy_search` of each batch, in turn; once no more than ``join_below`` of a
     batch's sentences are still going, the next batch joins them (the state's ``join``), so the
     last long outputs of a batch decode in the next one's steps instead of in steps of their
-    own, which cost nearly as much (docs/performance.md, "Joining batches"); 0: never. The
-    hypotheses are those each batch would have alone, within float rounding.
+    own, which cost nearly as much (docs/performance.md, "Joining batches"); 0: never, and
+    below the batch size. The hypotheses are those each batch would have alone, within float
+    rounding (an int8 model's dynamic quantization scales each step's activations by all its
+    rows, so its outputs depend on a batch's other sentences anyway).
 
     :param batches: (src, src_len, max_len) of each batch, as :func:`greedy_search` takes them;
         read one at a time, as the search needs the next

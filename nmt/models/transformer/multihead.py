@@ -82,11 +82,14 @@ def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
            need_weights: bool = True, fused: bool | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`scaled_dot_product`, or torch's fused ``scaled_dot_product_attention`` (the same
     function, in one kernel that keeps no weights) when ``fused``; None: fused where the
-    weights are not needed, on a device of :data:`FUSED_DEVICES` or in search in bf16 on CPU
-    (:func:`_float32_search`). Shapes: (batch, heads, len, head_size)."""
+    weights are not needed, on a device of :data:`FUSED_DEVICES`, or in search in bf16 on CPU
+    (:func:`_float32_search`) for one query per sentence and head. Beam search's
+    encoder-decoder attention asks with a query per beam, and there the CPU's fused kernel
+    ran 2-4 times slower than the explicit products (docs/performance.md, "Beam search's
+    attention"). Shapes: (batch, heads, len, head_size)."""
     search = _float32_search(queries)
     if fused is None:
-        fused = not need_weights and (queries.device.type in FUSED_DEVICES or search)
+        fused = not need_weights and (queries.device.type in FUSED_DEVICES or (search and queries.size(2) == 1))
     if _float32_products(queries):  # bf16 on CPU: the products in float32
         if fused:
             with torch.autocast("cpu", enabled=False):  # which would run the kernel in bf16
