@@ -6,7 +6,8 @@ explicit float32 products against torch's fused kernel.
 
 Shapes are the Transformer reference size's (d_model 256, feed-forward 1,024, 4 heads) at a
 search step's row counts; attention with one query per row (greedy search, self-attention)
-and with five (beam 5's encoder-decoder attention, a sentence's beams querying its source). bf16 rows are printed only on a CPU that computes bf16 natively.
+and with five (beam 5's encoder-decoder attention, a sentence's beams querying its source).
+bf16 rows are printed only on a CPU that computes bf16 natively.
 """
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ def attention(calls: int) -> None:
                 mask[::3, ..., keys - 3:] = False
                 cast = per_call_us(lambda: float32_scaled_dot_product(q, k, v, mask), calls)
                 explicit = per_call_us(lambda: float32_scaled_dot_product(q, kf, vf, mask), calls)
-                fused = per_call_us(
-                    lambda: F.scaled_dot_product_attention(q.float(), kf, vf, attn_mask=mask).bfloat16(), calls)
+                fused = per_call_us(lambda: F.scaled_dot_product_attention(q.float(), kf, vf, attn_mask=mask)
+                                    .bfloat16(), calls)
                 print(f"  {rows:3d} rows x {queries} queries, {keys:2d} keys: "
                       f"{cast:6.1f} / {explicit:6.1f} / {fused:6.1f}")
 

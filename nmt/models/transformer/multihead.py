@@ -89,7 +89,8 @@ def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
     attention"). Shapes: (batch, heads, len, head_size)."""
     search = _float32_search(queries)
     if fused is None:
-        fused = not need_weights and (queries.device.type in FUSED_DEVICES or (search and queries.size(2) == 1))
+        one_query = queries.size(2) == 1
+        fused = not need_weights and (queries.device.type in FUSED_DEVICES or (search and one_query))
     if _float32_products(queries):  # bf16 on CPU: the products in float32
         if fused:
             with torch.autocast("cpu", enabled=False):  # which would run the kernel in bf16
