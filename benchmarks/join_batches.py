@@ -65,7 +65,8 @@ def main() -> None:
     for j in args.join:
         differ = sum(a != b for a, b in zip(outputs[j], first))
         print(f"join at {j} going: {statistics.median(rates[j]):.1f} sentences/s (median; "
-              f"{min(rates[j]):.1f}-{max(rates[j]):.1f}), {differ} outputs differ from join at {args.join[0]}")
+              f"{min(rates[j]):.1f}-{max(rates[j]):.1f}), "
+              f"{differ} outputs differ from join at {args.join[0]}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Decoding: batched greedy and beam search over :class:`nmt.models.interface.TranslationModel`
-(``encode``, ``step``, ``logits``, ``piece_ids`` and the state's ``select``, ``repeat_beams``
-and ``reorder_beams``)."""
+(``encode``, ``step``, ``logits``, ``piece_ids`` and the state's ``select``, ``repeat_beams``,
+``reorder_beams`` and ``join``)."""
 from __future__ import annotations
 
 import math
@@ -31,7 +31,7 @@ def max_output_lengths(src_len: torch.Tensor, ratio: float, extra: int, cap: int
     return torch.clamp((src_len.float() * ratio).long() + extra, max=cap)
 
 
-Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # src, src_len, max_len: see greedy_search
+SourceBatch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # src, src_len, max_len: see greedy_search
 
 
 @torch.inference_mode()
@@ -59,8 +59,9 @@ def greedy_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Ten
 
 
 @torch.inference_mode()
-def greedy_searches(model: TranslationModel, batches: Iterable[Batch], with_scores: bool = True,
-                    with_attention: bool = True, argmax: Callable[[torch.Tensor], torch.Tensor] | None = None,
+def greedy_searches(model: TranslationModel, batches: Iterable[SourceBatch], with_scores: bool = True,
+                    with_attention: bool = True,
+                    argmax: Callable[[torch.Tensor], torch.Tensor] | None = None,
                     row_multiple: int = 1, join_below: int = 0) -> list[list[Hypothesis]]:
     """:func:`greedy_search` of each batch, in turn; once no more than ``join_below`` of a
     batch's sentences are still going, the next batch joins them (the state's ``join``), so the

@@ -12,7 +12,7 @@ from nmt.data.corpus import normalize
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.inference.argmax import LinearArgmax
-from nmt.inference.search import Batch, Hypothesis, beam_search, greedy_searches, max_output_lengths
+from nmt.inference.search import Hypothesis, SourceBatch, beam_search, greedy_searches, max_output_lengths
 from nmt.models.interface import TranslationModel
 from nmt.runtime.precision import autocast
 
@@ -155,7 +155,7 @@ class Translator:
             return [beam_search(self.model, *self._batch(src_ids), self.beam, self.length_penalty, n,
                                 with_attention, self.row_multiple) for src_ids in batches]
 
-    def _batch(self, src_ids: list[list[int]]) -> Batch:
+    def _batch(self, src_ids: list[list[int]]) -> SourceBatch:
         """A batch of sources on the device, with each one's output budget."""
         batch = make_batch(src_ids).to(self.device)
         budget = max_output_lengths(batch.src_len, self.len_ratio, self.len_extra,

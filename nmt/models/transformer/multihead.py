@@ -58,7 +58,6 @@ class MultiHeadAttention(nn.Module):
         merged = context.transpose(1, 2).reshape(batch, length, heads * head_size)
         return self.out_proj(merged), weights
 
-
     def attend_groups(self, queries: torch.Tensor, groups: tuple[tuple[torch.Tensor, torch.Tensor], ...]
                       ) -> torch.Tensor:
         """One query per row, each group of consecutive rows attending its own keys and values
