@@ -260,13 +260,13 @@ def _nmt_search(model, tokenizer, precision: str, beam: int, batch_size: int):
     return lambda lines: translator.translate(lines, batch_size)
 
 
-def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32", batch_size: int = 64,
+def interleaved(work: Path, run: Path, rounds: int, precision: str = "fp32", batch_size: int = 128,
                 nmt_precision: str | None = None) -> None:
     """Both tools in one process, translating bench.en in turns (order alternating by round),
     so the machine's fast and slow spells hit both alike; prints each turn's sentences/s and
     the ratio of the totals. nmt runs as ``nmt translate`` would (its CPU settings, two
-    decoding workers, ``batch_size`` sentences a batch: 64 is ``nmt translate``'s default,
-    128 OpenNMT-py's here) at ``nmt_precision`` (default: ``precision``; bf16 where the CPU
+    decoding workers, ``batch_size`` sentences a batch: 128, ``nmt translate``'s default and
+    OpenNMT-py's here) at ``nmt_precision`` (default: ``precision``; bf16 where the CPU
     has it, which OpenNMT-py 3.5.1 cannot use on CPU); OpenNMT-py as in ``translate``."""
     bench = (work / "bench.en").read_text().splitlines()
     model, tokenizer, nmt_precision = _nmt_model(run, nmt_precision or precision)
@@ -349,7 +349,7 @@ def main() -> None:
     a.add_argument("run", type=Path, help="the nmt run to translate with")
     a.add_argument("--rounds", type=int, default=4)
     a.add_argument("--precision", choices=("fp32", "int8"), default="fp32")
-    a.add_argument("--nmt-batch", type=int, default=64, help="nmt's batch (OpenNMT-py decodes 128)")
+    a.add_argument("--nmt-batch", type=int, default=128, help="nmt's batch (OpenNMT-py decodes 128)")
     a.add_argument("--nmt-precision", choices=("fp32", "bf16", "int8"), help="nmt's (default: --precision)")
     a = sub.add_parser("alternating")
     a.add_argument("work", type=Path)

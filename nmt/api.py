@@ -31,7 +31,7 @@ import torch
 from nmt.data.batching import make_batch
 from nmt.data.corpus import normalize
 from nmt.errors import NmtError
-from nmt.inference.search import DEFAULT_LENGTH_PENALTY, Hypothesis
+from nmt.inference.search import DEFAULT_BATCH, DEFAULT_LENGTH_PENALTY, Hypothesis
 from nmt.inference.translate import Translator
 from nmt.models.kernels import use_kernels
 from nmt.runtime.precision import autocast
@@ -73,7 +73,7 @@ class Model:
 
     def translate(self, sources: Sequence[str], beam: int = 1, nbest: int = 1,
                   length_penalty: float = DEFAULT_LENGTH_PENALTY, attention: bool = False,
-                  batch_size: int = 64) -> list[list[Translation]]:
+                  batch_size: int = DEFAULT_BATCH) -> list[list[Translation]]:
         """The ``nbest`` best translations of each source, best first; [] for an empty one."""
         lines = _lines(sources)
         _check_search(beam, nbest, "nbest")

@@ -16,7 +16,7 @@ from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, Kernel
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
 from nmt.config import build_config, load_config_file
 from nmt.errors import NmtError
-from nmt.inference.search import DEFAULT_LENGTH_PENALTY
+from nmt.inference.search import DEFAULT_BATCH, DEFAULT_LENGTH_PENALTY
 from nmt.training.launch import environment_rank, launch, without_flag
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
@@ -199,7 +199,7 @@ def translate(
     nbest: Annotated[Optional[int], Opt(help="Print the N best per sentence as index<TAB>score<TAB>translation.")] = None,
     length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
     json_out: Annotated[bool, Opt("--json", help="One JSON object per input line.")] = False,
-    batch_size: BatchOpt = 64,
+    batch_size: BatchOpt = DEFAULT_BATCH,
     device: DeviceOpt = "auto",
     precision: PrecisionOpt = "auto",
     kernels: KernelsOpt = "fast",
@@ -236,7 +236,7 @@ def eval_(
     length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
     hyp_out: Annotated[Optional[Path], Opt(help="Also write the hypotheses to this file.")] = None,
     json_out: Annotated[bool, Opt("--json", help="Print one JSON object instead of a table.")] = False,
-    batch_size: BatchOpt = 64,
+    batch_size: BatchOpt = DEFAULT_BATCH,
     device: DeviceOpt = "auto",
     precision: PrecisionOpt = "auto",
     kernels: KernelsOpt = "fast",

@@ -9,6 +9,7 @@ from nmt.data.corpus import read_text_lines
 from nmt.data.prepare import read_pairs
 from nmt.errors import NmtError, SettingError
 from nmt.inference.metrics import Score, corpus_score
+from nmt.inference.search import DEFAULT_BATCH
 from nmt.inference.translate import Translator
 
 
@@ -73,7 +74,7 @@ def file_test_set(src: Path, refs: list[Path]) -> TestSet:
 
 
 def evaluate(translator: Translator, test: TestSet, metrics: list[str],
-             batch_size: int = 64) -> tuple[list[str], list[Score]]:
+             batch_size: int = DEFAULT_BATCH) -> tuple[list[str], list[Score]]:
     """Translate the sources and score the detokenised output against the raw references."""
     hyps = translator.translate(test.sources, batch_size)
     return hyps, [corpus_score(m, hyps, test.refs) for m in metrics]

@@ -31,6 +31,9 @@ def max_output_lengths(src_len: torch.Tensor, ratio: float, extra: int, cap: int
     return torch.clamp((src_len.float() * ratio).long() + extra, max=cap)
 
 
+DEFAULT_BATCH = 128  # sentences decoded together: 128 beat 64 in every search and precision measured
+# (docs/performance.md, "The translation batch")
+
 SourceBatch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # src, src_len, max_len: see greedy_search
 
 

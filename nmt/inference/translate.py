@@ -12,7 +12,8 @@ from nmt.data.corpus import normalize
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.inference.argmax import LinearArgmax
-from nmt.inference.search import Hypothesis, SourceBatch, beam_search, greedy_searches, max_output_lengths
+from nmt.inference.search import (DEFAULT_BATCH, Hypothesis, SourceBatch, beam_search, greedy_searches,
+                                  max_output_lengths)
 from nmt.models.interface import TranslationModel
 from nmt.runtime.precision import autocast
 
@@ -62,7 +63,7 @@ class Translator:
                         self.max_src_pieces)
         return [seq[:self.max_src_pieces] for seq in ids]
 
-    def nbest(self, lines: list[str], n: int = 1, batch_size: int = 64, with_scores: bool = True,
+    def nbest(self, lines: list[str], n: int = 1, batch_size: int = DEFAULT_BATCH, with_scores: bool = True,
               with_attention: bool = True) -> list[list[Hypothesis]]:
         """The ``n`` best hypotheses of each line, best first; [] for an empty (all-space) line.
 
@@ -70,8 +71,8 @@ class Translator:
         ``with_attention=False`` skips keeping attention (it is then None)."""
         return self.nbest_of_ids(self.encode(lines), n, batch_size, with_scores, with_attention)
 
-    def nbest_of_ids(self, ids: list[list[int]], n: int = 1, batch_size: int = 64, with_scores: bool = True,
-                     with_attention: bool = True) -> list[list[Hypothesis]]:
+    def nbest_of_ids(self, ids: list[list[int]], n: int = 1, batch_size: int = DEFAULT_BATCH,
+                     with_scores: bool = True, with_attention: bool = True) -> list[list[Hypothesis]]:
         """:meth:`nbest` of sources already encoded (:meth:`encode`)."""
         results: list[list[Hypothesis]] = [[] for _ in ids]
         todo = [i for i, seq in enumerate(ids) if seq]
@@ -162,7 +163,7 @@ class Translator:
                                     cap=int(self.len_ratio * self.max_src_pieces) + self.len_extra)
         return batch.src, batch.src_len, budget
 
-    def hypotheses(self, lines: list[str], batch_size: int = 64, with_scores: bool = True,
+    def hypotheses(self, lines: list[str], batch_size: int = DEFAULT_BATCH, with_scores: bool = True,
                    with_attention: bool = True) -> list[Hypothesis | None]:
         """The best hypothesis of each line; None for an empty line."""
         return [hyps[0] if hyps else None
@@ -171,7 +172,7 @@ class Translator:
     def detokenize(self, hyps: list[Hypothesis]) -> list[str]:
         return self.tokenizer.decode([h.tokens for h in hyps])
 
-    def translate(self, lines: list[str], batch_size: int = 64) -> list[str]:
+    def translate(self, lines: list[str], batch_size: int = DEFAULT_BATCH) -> list[str]:
         """Detokenised translation of each line; an empty line gives an empty line."""
         hyps = self.hypotheses(lines, batch_size, with_scores=False, with_attention=False)
         texts = iter(self.detokenize([h for h in hyps if h is not None]))
