@@ -240,7 +240,7 @@ def test_greedy_and_beam_search_need_only_the_model_interface():
     assert [h.attention.shape for hyps in streamed for h in hyps] == [(2, 3), (2, 1), (2, 2)]
 
 
-class _RowCounter:
+class RowCounter:
     """``model`` whose steps record their row counts."""
 
     def __init__(self, model):
@@ -262,7 +262,7 @@ def test_rows_kept_to_a_multiple_decode_the_same_hypotheses(beam):
     budget = max_output_lengths(batch.src_len, 2.0, 3, cap=40)
     found, rows = {}, {}
     for multiple in (1, 4):
-        counted = _RowCounter(model)
+        counted = RowCounter(model)
         if beam == 1:
             found[multiple] = [[h] for h in greedy_search(counted, batch.src, batch.src_len, budget,
                                                            row_multiple=multiple)]
@@ -288,7 +288,7 @@ def assert_one_stream_finds_what_each_batch_finds_alone(model, batches, multiple
     scores and attention; and joined steps did run (more rows than any batch has)."""
     made = [make_batch(sources) for sources in batches]
     budgets = [max_output_lengths(b.src_len, 2.0, 3, cap=40) for b in made]
-    counted = _RowCounter(model)
+    counted = RowCounter(model)
     streamed = greedy_searches(counted, [(b.src, b.src_len, max_len) for b, max_len in zip(made, budgets)],
                                row_multiple=multiple, join_below=3)
     for b, max_len, hyps in zip(made, budgets, streamed):

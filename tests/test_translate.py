@@ -2,6 +2,7 @@ import torch
 from conftest import tiny_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_search import RowCounter
 
 from nmt.inference.translate import Translator
 
@@ -42,3 +43,21 @@ def test_parallel_workers_give_the_same_translations_and_restore_mode_and_thread
         two = Translator(model, tokenizer, torch.device("cpu"), beam=3, workers=2).nbest(lines, 2, batch_size)
         assert [[h.tokens for h in hyps] for hyps in one] == [[h.tokens for h in hyps] for hyps in two]
     assert model.training and torch.get_num_threads() == threads
+
+
+def test_greedy_streams_of_joined_batches_translate_as_sentences_alone(tokenizer):
+    """Two workers, each with several batches of 4 that join (at 2 going), find what each
+    sentence finds alone."""
+    model = tiny_model(tokenizer.vocab_size, seed=4)
+    words = "Tom Mary sees likes the a cat dog big red bird small mouse now today sleeps".split()
+    lines = [" ".join(words[k % len(words):k % len(words) + 1 + k % 7]) for k in range(22)]
+    alone = Translator(model, tokenizer, torch.device("cpu"), workers=1).hypotheses(lines, batch_size=1)
+    for workers in (1, 2):
+        counted = RowCounter(model)
+        translator = Translator(counted, tokenizer, torch.device("cpu"), workers=workers)
+        streamed = translator.hypotheses(lines, batch_size=4)
+        assert max(counted.rows) > 4  # joined steps ran
+        assert [h.tokens for h in streamed] == [h.tokens for h in alone]
+        for a, b in zip(alone, streamed):
+            assert abs(a.score - b.score) < 1e-4
+            torch.testing.assert_close(b.attention, a.attention, rtol=1e-4, atol=1e-5)

@@ -69,8 +69,9 @@ def greedy_searches(model: TranslationModel, batches: Iterable[SourceBatch], wit
     """:func:`greedy_search` of each batch, in turn; once no more than ``join_below`` of a
     batch's sentences are still going, the next batch joins them (the state's ``join``), so the
     last long outputs of a batch decode in the next one's steps instead of in steps of their
-    own, which cost nearly as much (docs/performance.md, "Joining batches"); 0: never, and
-    below the batch size. The hypotheses are those each batch would have alone, within float
+    own, which cost nearly as much (docs/performance.md, "Joining batches"). ``join_below``
+    must be smaller than the batches (at their size every batch would join before the first
+    step); 0 turns joining off. The hypotheses are those each batch would have alone, within float
     rounding (an int8 model's dynamic quantization scales each step's activations by all its
     rows, so its outputs depend on a batch's other sentences anyway).
 

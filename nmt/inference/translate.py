@@ -145,7 +145,8 @@ class Translator:
     def _decode_batches(self, batches: list[list[list[int]]], n: int, with_scores: bool, with_attention: bool,
                         argmax: LinearArgmax | None, join_below: int) -> list[list[list[Hypothesis]]]:
         """Each batch's hypotheses. Greedy search decodes the batches as one stream: a batch
-        joins the one before once no more than ``join_below`` of its sentences are going
+        joins the one before once no more than ``join_below`` of the earlier one's sentences
+        are going
         (:func:`nmt.inference.search.greedy_searches`; half a batch: docs/performance.md,
         "Joining batches")."""
         with autocast(self.device, self.precision):

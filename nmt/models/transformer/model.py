@@ -47,20 +47,16 @@ class TransformerState:
     past: list[Groups]
     beams: int = 1
 
-    @property
-    def group_sizes(self) -> list[int]:
-        """Rows per group."""
-        return [keys.size(0) for keys, _ in self.past[0]] if self.past else [self.src_mask.size(0)]
-
     def positions(self) -> int | torch.Tensor:
         """Positions decoded so far: one number for one group, else per row, shape (rows,)."""
         if not self.past:
             return 0
-        lengths = [keys.size(2) for keys, _ in self.past[0]]
-        if len(lengths) == 1:
-            return lengths[0]
-        return torch.tensor(lengths, device=self.src_mask.device).repeat_interleave(
-            torch.tensor(self.group_sizes, device=self.src_mask.device))
+        groups = self.past[0]
+        if len(groups) == 1:
+            return groups[0][0].size(2)
+        device = self.src_mask.device
+        return torch.tensor([keys.size(2) for keys, _ in groups], device=device).repeat_interleave(
+            torch.tensor([keys.size(0) for keys, _ in groups], device=device))
 
     def select(self, index: torch.Tensor) -> TransformerState:
         """Keep the sentences at ``index``, shape (kept,), with all their rows; ascending when
@@ -175,6 +171,7 @@ class DecoderLayer(nn.Module):
                                for (k, v), new_k, new_v in zip(past, keys.split(sizes), values.split(sizes)))
             keys_values.append(groups)
             if len(groups) > 1:
+                assert "decoder" not in need_weights, "joined rows attend apart: no one weight matrix"
                 return self.self_attention.attend_groups(y, groups)
             out, weights["decoder"] = self.self_attention(y, *groups[0], self_mask, "decoder" in need_weights)
             return out
