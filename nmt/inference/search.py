@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.inference.argmax import row_topk
@@ -144,10 +143,8 @@ class _GreedyRows:
     def join(self, other: _GreedyRows) -> _GreedyRows:
         """These rows, then ``other``'s."""
         weights = None
-        if self.weights is not None and other.weights is not None:  # padded to the wider and longer
-            width, src_len = (max(self.weights.size(d), other.weights.size(d)) for d in (1, 2))
-            weights = torch.cat([F.pad(w, (0, src_len - w.size(2), 0, width - w.size(1)))
-                                 for w in (self.weights, other.weights)])
+        if self.weights is not None and other.weights is not None:
+            weights = join_rows(self.weights, other.weights, 1, 2)  # steps and source padded
         per_row = {name: torch.cat([getattr(self, name), getattr(other, name)]) for name in self._PER_ROW}
         return _GreedyRows(self.state.join(other.state), **per_row,
                            tokens=join_rows(self.tokens, other.tokens, 1), weights=weights,

@@ -146,9 +146,8 @@ class Translator:
                         argmax: LinearArgmax | None, join_below: int) -> list[list[list[Hypothesis]]]:
         """Each batch's hypotheses. Greedy search decodes the batches as one stream: a batch
         joins the one before once no more than ``join_below`` of the earlier one's sentences
-        are going
-        (:func:`nmt.inference.search.greedy_searches`; half a batch: docs/performance.md,
-        "Joining batches")."""
+        are going (:func:`nmt.inference.search.greedy_searches`; half a batch:
+        docs/performance.md, "Joining batches")."""
         with autocast(self.device, self.precision):
             if self.beam == 1:
                 return [[[h] for h in hyps] for hyps in greedy_searches(

@@ -54,14 +54,13 @@ def sentence_rows(sentences: torch.Tensor, beams: int) -> torch.Tensor:
     return (sentences.unsqueeze(1) * beams + torch.arange(beams, device=sentences.device)).view(-1)
 
 
-def join_rows(first: torch.Tensor, second: torch.Tensor, source_dim: int | None = None,
-              row_dim: int = 0) -> torch.Tensor:
-    """``first``'s rows, then ``second``'s, along ``row_dim``; the shorter source dim
-    ``source_dim`` (if any) padded to the longer with zeros (False in a mask): one tensor of
-    two states' :meth:`DecoderState.join`."""
-    if source_dim is not None:
-        length = max(first.size(source_dim), second.size(source_dim))
-        first, second = (F.pad(t, (0, 0) * (t.dim() - 1 - source_dim) + (0, length - t.size(source_dim)))
+def join_rows(first: torch.Tensor, second: torch.Tensor, *pad_dims: int, row_dim: int = 0) -> torch.Tensor:
+    """``first``'s rows, then ``second``'s, along ``row_dim``; in each of ``pad_dims`` (a
+    source length, a step count) the shorter padded at the end to the longer with zeros (False
+    in a mask): one tensor of two states' :meth:`DecoderState.join`."""
+    for dim in pad_dims:
+        length = max(first.size(dim), second.size(dim))
+        first, second = (F.pad(t, (0, 0) * (t.dim() - 1 - dim) + (0, length - t.size(dim)))
                          for t in (first, second))
     return torch.cat([first, second], dim=row_dim)
 

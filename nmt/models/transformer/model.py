@@ -99,14 +99,18 @@ def _take(pairs: list[KeyValue], index: torch.Tensor) -> list[KeyValue]:
 def _take_groups(past: list[Groups], rows: torch.Tensor) -> list[Groups]:
     """The ``rows`` of each layer's caches; with more than one group ``rows`` ascends, and
     groups left with no row drop out."""
-    if not past or len(past[0]) == 1:
-        return [(_take(list(layer), rows)[0],) for layer in past]
-    sizes = [keys.size(0) for keys, _ in past[0]]
+    parts = [(0, rows)] if not past or len(past[0]) == 1 else _rows_by_group(past[0], rows)
+    return [tuple(_take([layer[g]], part)[0] for g, part in parts) for layer in past]
+
+
+def _rows_by_group(groups: Groups, rows: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
+    """Each group's share of the ascending ``rows``, as (group, its rows counted from its
+    first); groups with none are left out."""
     assert bool((rows[1:] >= rows[:-1]).all()), "rows of joined groups are taken in order"
+    sizes = [keys.size(0) for keys, _ in groups]
     starts = [sum(sizes[:g]) for g in range(len(sizes) + 1)]
     cuts = torch.searchsorted(rows, torch.tensor(starts, device=rows.device)).tolist()
-    parts = [(g, rows[cuts[g]:cuts[g + 1]] - starts[g]) for g in range(len(sizes)) if cuts[g + 1] > cuts[g]]
-    return [tuple(_take([layer[g]], part)[0] for g, part in parts) for layer in past]
+    return [(g, rows[cuts[g]:cuts[g + 1]] - starts[g]) for g in range(len(sizes)) if cuts[g + 1] > cuts[g]]
 
 
 class EncoderLayer(nn.Module):
