@@ -1,8 +1,8 @@
-"""Greedy search with batches joined at several thresholds, timed in one process, taking
-turns: ``nmt translate``'s own path (``Translator.translate``) over a trained run.
+"""Greedy or beam search with batches joined at several thresholds, timed in one process,
+taking turns: ``nmt translate``'s own path (``Translator.translate``) over a trained run.
 
     python benchmarks/join_batches.py RUN [--sources FILE] [--precision bf16] [--batch 128]
-        [--rounds 5] [--join 0 16 32 64]
+        [--beam 1] [--rounds 5] [--join 0 16 32 64]
 
 ``--join`` lists thresholds below ``--batch``: once no more than that many of a batch's sentences
 are going, the next batch joins them (0: never; ``nmt translate`` uses half a batch). Prints each
@@ -25,7 +25,7 @@ from nmt.tools.bench import test_sources
 
 
 class _Joining(Translator):
-    """A translator whose greedy search joins batches at ``threshold`` going sentences."""
+    """A translator whose search joins batches at ``threshold`` going sentences."""
 
     def __init__(self, *args, threshold: int, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -41,6 +41,7 @@ def main() -> None:
     parser.add_argument("--sources", type=Path)
     parser.add_argument("--precision", default="bf16", choices=("fp32", "bf16", "int8"))
     parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--beam", type=int, default=1, help="1: greedy search (default)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--join", type=int, nargs="+", default=[0, 16, 32, 64])
     args = parser.parse_args()
@@ -51,7 +52,8 @@ def main() -> None:
     device = torch.device("cpu")
     model, tokenizer, precision = load_for_decoding(args.run, args.precision, device)
     sources = args.sources.read_text().splitlines() if args.sources else test_sources(args.run, 1000)
-    translators = {j: _Joining(model, tokenizer, device, precision=precision, threshold=j) for j in args.join}
+    translators = {j: _Joining(model, tokenizer, device, beam=args.beam, precision=precision, threshold=j)
+                   for j in args.join}
     for translator in translators.values():  # warm-up
         translator.translate(sources[:2 * args.batch], args.batch)
     rates: dict[int, list[float]] = {j: [] for j in args.join}

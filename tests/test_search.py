@@ -6,7 +6,8 @@ from conftest import tiny_model
 
 from nmt.data.batching import make_batch
 from nmt.data.tokenizer import BOS_ID, EOS_ID
-from nmt.inference.search import beam_search, greedy_search, greedy_searches, max_output_lengths
+from nmt.inference.search import (beam_search, beam_searches, greedy_search, greedy_searches,
+                                  max_output_lengths)
 from nmt.models.interface import sentence_rows
 
 
@@ -157,7 +158,7 @@ def test_early_stop_keeps_the_nbest_lists_and_saves_steps(monkeypatch):
             for nbest in (1, 3):
                 early, early_rows = run(model, alpha, nbest)
                 with monkeypatch.context() as patch:
-                    patch.setattr(search._Beams, "_settled", lambda *args: False)
+                    patch.setattr(search, "_settled", lambda *args: False)
                     full, full_rows = run(model, alpha, nbest)
                 assert early == full
                 saved[alpha] += full_rows - early_rows
@@ -183,7 +184,7 @@ class _BigramState:
         return _BigramState(self.src_len[index], self.width, self.beams)
 
     def join(self, other):
-        return _BigramState(torch.cat([self.src_len, other.src_len]), max(self.width, other.width))
+        return _BigramState(torch.cat([self.src_len, other.src_len]), max(self.width, other.width), self.beams)
 
 
 class _BigramModel:
@@ -238,6 +239,10 @@ def test_greedy_and_beam_search_need_only_the_model_interface():
     assert [[(h.tokens, h.score) for h in hyps] for hyps in streamed] == \
            [[(h.tokens, h.score) for h in greedy[:1]], [(h.tokens, h.score) for h in greedy[1:]]]
     assert [h.attention.shape for hyps in streamed for h in hyps] == [(2, 3), (2, 1), (2, 2)]
+    streamed = beam_searches(model, two_batches, beam=2, nbest=2, join_below=1)
+    assert [[[(h.tokens, h.score) for h in hyps] for hyps in batch] for batch in streamed] == \
+           [[[(h.tokens, h.score) for h in hyps] for hyps in beams[:1]],
+            [[(h.tokens, h.score) for h in hyps] for hyps in beams[1:]]]
 
 
 class RowCounter:
@@ -282,30 +287,39 @@ def test_rows_kept_to_a_multiple_decode_the_same_hypotheses(beam):
     assert set(rows[1]) - allowed  # unpadded, the batch went through other counts
 
 
-def assert_one_stream_finds_what_each_batch_finds_alone(model, batches, multiple):
-    """Greedy search of ``batches`` (lists of sources) as one stream, each batch joining the
-    last sentences of the one before, against each batch searched alone: the same pieces,
-    scores and attention; and joined steps did run (more rows than any batch has)."""
+def assert_one_stream_finds_what_each_batch_finds_alone(model, batches, multiple, beam=1):
+    """Greedy search (``beam`` 1) or beam search (its 2-best, with a length penalty) of
+    ``batches`` (lists of sources) as one stream, each batch joining the last sentences of the
+    one before, against each batch searched alone: the same pieces, scores and attention; and
+    joined steps did run (more rows than any batch has)."""
     made = [make_batch(sources) for sources in batches]
     budgets = [max_output_lengths(b.src_len, 2.0, 3, cap=40) for b in made]
     counted = RowCounter(model)
-    streamed = greedy_searches(counted, [(b.src, b.src_len, max_len) for b, max_len in zip(made, budgets)],
-                               row_multiple=multiple, join_below=3)
-    for b, max_len, hyps in zip(made, budgets, streamed):
-        alone = greedy_search(model, b.src, b.src_len, max_len, row_multiple=multiple)
-        assert [h.tokens for h in hyps] == [h.tokens for h in alone]
-        for a, h in zip(alone, hyps):
+    sources = [(b.src, b.src_len, max_len) for b, max_len in zip(made, budgets)]
+    if beam == 1:
+        streamed = [[[h] for h in hyps] for hyps in greedy_searches(counted, sources, row_multiple=multiple,
+                                                                     join_below=3)]
+    else:
+        streamed = beam_searches(counted, sources, beam, 1.0, 2, row_multiple=multiple, join_below=3)
+    for (src, src_len, max_len), found in zip(sources, streamed):
+        if beam == 1:
+            alone = [[h] for h in greedy_search(model, src, src_len, max_len, row_multiple=multiple)]
+        else:
+            alone = beam_search(model, src, src_len, max_len, beam, 1.0, 2, row_multiple=multiple)
+        assert [[h.tokens for h in hyps] for hyps in found] == [[h.tokens for h in hyps] for hyps in alone]
+        for a, h in zip((h for hyps in alone for h in hyps), (h for hyps in found for h in hyps)):
             assert h.score == pytest.approx(a.score, abs=1e-5)
             torch.testing.assert_close(h.attention, a.attention, rtol=1e-5, atol=1e-6)
-    assert max(counted.rows) > max(map(len, batches))
+    assert max(counted.rows) > max(map(len, batches)) * beam
 
 
 STREAM = [SOURCES + [[6, 7], [8, 9, 10]], [[13, 14, 15], [16], [5, 5, 6, 7, 8, 9], [10, 11], [12]],
           [[17, 18, 19, 20, 21, 22, 23, 24, 25], [26, 27], [4, 5, 6]]]
 
 
+@pytest.mark.parametrize("beam", [1, 3])
 @pytest.mark.parametrize("multiple", [1, 4])
 @pytest.mark.parametrize("decoder", ["input_feeding", "bahdanau"])
-def test_batches_joined_in_one_greedy_stream_decode_as_each_batch_alone(decoder, multiple):
+def test_batches_joined_in_one_stream_decode_as_each_batch_alone(decoder, multiple, beam):
     assert_one_stream_finds_what_each_batch_finds_alone(tiny_model(vocab=30, seed=7, decoder=decoder),
-                                                        STREAM, multiple)
+                                                        STREAM, multiple, beam)

@@ -120,9 +120,10 @@ def test_joined_states_step_as_each_would_alone():
         assert len(joined.select(torch.tensor([2, 3])).past[0]) == 1  # a group with no row left drops out
 
 
+@pytest.mark.parametrize("beam", [1, 3])
 @pytest.mark.parametrize("multiple", [1, 4])
-def test_batches_joined_in_one_greedy_stream_decode_as_each_batch_alone(multiple):
-    assert_one_stream_finds_what_each_batch_finds_alone(_model(4), STREAM, multiple)
+def test_batches_joined_in_one_stream_decode_as_each_batch_alone(multiple, beam):
+    assert_one_stream_finds_what_each_batch_finds_alone(_model(4), STREAM, multiple, beam)
 
 
 def test_a_bf16_search_fuses_attention_only_for_one_query_per_sentence_and_head(monkeypatch):

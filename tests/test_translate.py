@@ -1,3 +1,4 @@
+import pytest
 import torch
 from conftest import tiny_model
 from hypothesis import HealthCheck, given, settings
@@ -45,19 +46,22 @@ def test_parallel_workers_give_the_same_translations_and_restore_mode_and_thread
     assert model.training and torch.get_num_threads() == threads
 
 
-def test_greedy_streams_of_joined_batches_translate_as_sentences_alone(tokenizer):
+@pytest.mark.parametrize("beam", [1, 3])
+def test_streams_of_joined_batches_translate_as_sentences_alone(tokenizer, beam):
     """Two workers, each with several batches of 4 that join (at 2 going), find what each
-    sentence finds alone."""
+    sentence finds alone: in greedy search, and beam search's 2-best."""
     model = tiny_model(tokenizer.vocab_size, seed=4)
     words = "Tom Mary sees likes the a cat dog big red bird small mouse now today sleeps".split()
     lines = [" ".join(words[k % len(words):k % len(words) + 1 + k % 7]) for k in range(22)]
-    alone = Translator(model, tokenizer, torch.device("cpu"), workers=1).hypotheses(lines, batch_size=1)
+    nbest = min(beam, 2)
+    cpu = torch.device("cpu")
+    alone = Translator(model, tokenizer, cpu, beam=beam, length_penalty=1.0, workers=1).nbest(lines, nbest, 1)
     for workers in (1, 2):
         counted = RowCounter(model)
-        translator = Translator(counted, tokenizer, torch.device("cpu"), workers=workers)
-        streamed = translator.hypotheses(lines, batch_size=4)
-        assert max(counted.rows) > 4  # joined steps ran
-        assert [h.tokens for h in streamed] == [h.tokens for h in alone]
-        for a, b in zip(alone, streamed):
+        translator = Translator(counted, tokenizer, cpu, beam=beam, length_penalty=1.0, workers=workers)
+        streamed = translator.nbest(lines, nbest, batch_size=4)
+        assert max(counted.rows) > 4 * beam  # joined steps ran
+        assert [[h.tokens for h in hyps] for hyps in streamed] == [[h.tokens for h in hyps] for hyps in alone]
+        for a, b in zip((h for hyps in alone for h in hyps), (h for hyps in streamed for h in hyps)):
             assert abs(a.score - b.score) < 1e-4
             torch.testing.assert_close(b.attention, a.attention, rtol=1e-4, atol=1e-5)

@@ -12,7 +12,7 @@ from nmt.data.corpus import normalize
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.inference.argmax import LinearArgmax
-from nmt.inference.search import (DEFAULT_BATCH, Hypothesis, SourceBatch, beam_search, greedy_searches,
+from nmt.inference.search import (DEFAULT_BATCH, Hypothesis, SourceBatch, beam_searches, greedy_searches,
                                   max_output_lengths)
 from nmt.models.interface import TranslationModel
 from nmt.runtime.precision import autocast
@@ -32,8 +32,8 @@ class Translator:
     2-core reference CPU greedy search went 7-20% faster and beam search 7%. In bf16 the ops
     are short enough that the two batches' threads wait for the interpreter lock instead
     (docs/performance.md, "Decoding with AMX"). Outputs do not depend on it. Each worker's
-    batches decode as one greedy stream, a batch's last sentences joined by the next batch
-    (:func:`nmt.inference.search.greedy_searches`).
+    batches decode as one stream, a batch's last sentences joined by the next batch
+    (:func:`nmt.inference.search.greedy_searches` and ``beam_searches``).
     Greedy search on CPU picks pieces with :class:`nmt.inference.argmax.LinearArgmax` when it need not
     score them: the same pieces as the float32 generator's (not with the model's ``kernels``
     ``reference``, see :mod:`nmt.models.kernels`).
@@ -144,17 +144,17 @@ class Translator:
 
     def _decode_batches(self, batches: list[list[list[int]]], n: int, with_scores: bool, with_attention: bool,
                         argmax: LinearArgmax | None, join_below: int) -> list[list[list[Hypothesis]]]:
-        """Each batch's hypotheses. Greedy search decodes the batches as one stream: a batch
+        """Each batch's hypotheses. The search decodes the batches as one stream: a batch
         joins the one before once no more than ``join_below`` of the earlier one's sentences
-        are going (:func:`nmt.inference.search.greedy_searches`; half a batch:
-        docs/performance.md, "Joining batches")."""
+        are going (:func:`nmt.inference.search.greedy_searches` and ``beam_searches``; half a
+        batch: docs/performance.md, "Joining batches")."""
         with autocast(self.device, self.precision):
             if self.beam == 1:
                 return [[[h] for h in hyps] for hyps in greedy_searches(
                     self.model, map(self._batch, batches), with_scores, with_attention, argmax,
                     self.row_multiple, join_below)]
-            return [beam_search(self.model, *self._batch(src_ids), self.beam, self.length_penalty, n,
-                                with_attention, self.row_multiple) for src_ids in batches]
+            return beam_searches(self.model, map(self._batch, batches), self.beam, self.length_penalty, n,
+                                 with_attention, self.row_multiple, join_below)
 
     def _batch(self, src_ids: list[list[int]]) -> SourceBatch:
         """A batch of sources on the device, with each one's output budget."""

@@ -39,11 +39,11 @@ class DecoderState(Protocol):
         is equal across those rows (the source) may stay put."""
 
     def join(self, other: DecoderState) -> DecoderState:
-        """This state's sentences, then ``other``'s, each going on from where it is: greedy
-        search joins a new batch to the last sentences of one still decoding, so its steps
-        keep their rows. Sources of different lengths are padded, and a joined row's steps
-        give what they would have given in its own state (within float rounding). One row per
-        sentence."""
+        """This state's sentences, then ``other``'s, each going on from where it is: search
+        joins a new batch to the last sentences of one still decoding, so its steps keep their
+        rows. Sources of different lengths are padded, and a joined row's steps give what they
+        would have given in its own state (within float rounding). Both states have the same
+        rows per sentence."""
 
 
 def sentence_rows(sentences: torch.Tensor, beams: int) -> torch.Tensor:

@@ -69,13 +69,13 @@ class DecoderState(NamedTuple):
                              feed=self.feed.index_select(0, index))
 
     def join(self, other: DecoderState) -> DecoderState:
-        """This state's sentences, then ``other``'s, the sources padded to the longer one. One
-        row per sentence (greedy search's)."""
-        assert self.beams == other.beams == 1, "beam search's states are not joined"
+        """This state's sentences, then ``other``'s, the sources padded to the longer one."""
+        assert self.beams == other.beams, "joined states have as many rows per sentence"
         return DecoderState(join_rows(self.hidden, other.hidden, row_dim=1),
                             join_rows(self.memory, other.memory, 1),
                             join_rows(self.proj_keys, other.proj_keys, 1),
-                            join_rows(self.src_mask, other.src_mask, 1), join_rows(self.feed, other.feed))
+                            join_rows(self.src_mask, other.src_mask, 1), join_rows(self.feed, other.feed),
+                            self.beams)
 
     def _rows(self, rows: torch.Tensor, beams: int) -> DecoderState:
         return DecoderState(self.hidden.index_select(1, rows), self.memory.index_select(0, rows),

@@ -77,19 +77,20 @@ class TransformerState:
     def join(self, other: TransformerState) -> TransformerState:
         """This state's sentences, then ``other``'s, each row going on from its own position:
         the sources are padded to the longer one, and the caches stay apart as groups, so a
-        row attends only its own positions. One row per sentence (greedy search's)."""
-        assert self.beams == other.beams == 1, "beam search's states are not joined"
+        row attends only its own positions."""
+        assert self.beams == other.beams, "joined states have as many rows per sentence"
         cross = [(join_rows(k, other_k, 2), join_rows(v, other_v, 2))
                  for (k, v), (other_k, other_v) in zip(self.cross, other.cross)]
         src_mask = join_rows(self.src_mask, other.src_mask, 1)
         past = [mine + theirs for mine, theirs in zip(self._groups(), other._groups())]
-        return TransformerState(cross, src_mask, past)
+        return TransformerState(cross, src_mask, past, self.beams)
 
     def _groups(self) -> list[Groups]:
         """``past``, or before the first step one group of caches with no positions yet."""
         if self.past:
             return self.past
-        return [((keys[:, :, :0],) * 2,) for keys, _ in self.cross]  # (rows, heads, 0, head_size)
+        rows = self.src_mask.size(0) * self.beams
+        return [((keys.new_zeros(rows, keys.size(1), 0, keys.size(3)),) * 2,) for keys, _ in self.cross]
 
 
 def _take(pairs: list[KeyValue], index: torch.Tensor) -> list[KeyValue]:
@@ -97,20 +98,28 @@ def _take(pairs: list[KeyValue], index: torch.Tensor) -> list[KeyValue]:
 
 
 def _take_groups(past: list[Groups], rows: torch.Tensor) -> list[Groups]:
-    """The ``rows`` of each layer's caches; with more than one group ``rows`` ascends, and
-    groups left with no row drop out."""
+    """The ``rows`` of each layer's caches; with more than one group the rows come group by
+    group (a group's own rows in any order, as beams reorder), and groups left with no row
+    drop out."""
     parts = [(0, rows)] if not past or len(past[0]) == 1 else _rows_by_group(past[0], rows)
     return [tuple(_take([layer[g]], part)[0] for g, part in parts) for layer in past]
 
 
 def _rows_by_group(groups: Groups, rows: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
-    """Each group's share of the ascending ``rows``, as (group, its rows counted from its
-    first); groups with none are left out."""
-    assert bool((rows[1:] >= rows[:-1]).all()), "rows of joined groups are taken in order"
-    sizes = [keys.size(0) for keys, _ in groups]
-    starts = [sum(sizes[:g]) for g in range(len(sizes) + 1)]
-    cuts = torch.searchsorted(rows, torch.tensor(starts, device=rows.device)).tolist()
-    return [(g, rows[cuts[g]:cuts[g + 1]] - starts[g]) for g in range(len(sizes)) if cuts[g + 1] > cuts[g]]
+    """Each group's share of ``rows``, which come group by group, as (group, its rows counted
+    from its first); groups with none are left out."""
+    sizes = torch.tensor([keys.size(0) for keys, _ in groups], device=rows.device)
+    ends = sizes.cumsum(0)
+    group = torch.bucketize(rows, ends, right=True)  # each row's group
+    assert bool((group[1:] >= group[:-1]).all()), "rows of joined groups are taken group by group"
+    counts = torch.bincount(group, minlength=len(groups)).tolist()
+    starts = (ends - sizes).tolist()
+    parts, cut = [], 0
+    for g, count in enumerate(counts):
+        if count:
+            parts.append((g, rows[cut:cut + count] - starts[g]))
+        cut += count
+    return parts
 
 
 class EncoderLayer(nn.Module):
