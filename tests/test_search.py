@@ -184,7 +184,8 @@ class _BigramState:
         return _BigramState(self.src_len[index], self.width, self.beams)
 
     def join(self, other):
-        return _BigramState(torch.cat([self.src_len, other.src_len]), max(self.width, other.width), self.beams)
+        src_len = torch.cat([self.src_len, other.src_len])
+        return _BigramState(src_len, max(self.width, other.width), self.beams)
 
 
 class _BigramModel:

@@ -330,12 +330,15 @@ class _Beams:
         """Batch number ``batch``, encoded, before its first step."""
         n, device = src.size(0), src.device
         max_len = max_len.to(device)
-        width = int(max_len.max()) + 1  # ended sentences kept as padding write one past their last piece
-        attn = torch.zeros(n, width, src.size(1), device=device) if with_attention else None
+        width = int(max_len.max()) + 1  # ended sentences kept as padding write one past their end
+
+        def zeros(*shape: int, dtype: torch.dtype = torch.long) -> torch.Tensor:
+            return torch.zeros(*shape, dtype=dtype, device=device)
+
+        attn = zeros(n, width, src.size(1), dtype=torch.float32) if with_attention else None
         return cls(model.encode(src, src_len), [(batch, i) for i in range(n)], src_len.tolist(), max_len,
-                   torch.zeros(n, dtype=torch.long, device=device), torch.zeros(n, dtype=torch.bool, device=device),
-                   torch.zeros(n, 1, device=device), torch.full((n,), BOS_ID, dtype=torch.long, device=device),
-                   torch.zeros(n, width, dtype=torch.long, device=device), attn, n)
+                   zeros(n), zeros(n, dtype=torch.bool), zeros(n, 1, dtype=torch.float32),
+                   zeros(n).fill_(BOS_ID), zeros(n, width), attn, n)
 
     def join(self, other: _Beams) -> _Beams:
         """These sentences, then ``other``'s; both past their first step."""
