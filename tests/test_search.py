@@ -240,10 +240,16 @@ def test_greedy_and_beam_search_need_only_the_model_interface():
     assert [[(h.tokens, h.score) for h in hyps] for hyps in streamed] == \
            [[(h.tokens, h.score) for h in greedy[:1]], [(h.tokens, h.score) for h in greedy[1:]]]
     assert [h.attention.shape for hyps in streamed for h in hyps] == [(2, 3), (2, 1), (2, 2)]
-    streamed = beam_searches(model, two_batches, beam=2, nbest=2, join_below=1)
+    # A middle batch whose budget ends it in its first step leaves the stream at once.
+    three_batches = two_batches[:1] + [(src[:1], src_len[:1], torch.tensor([1]))] + two_batches[1:]
+    streamed = beam_searches(model, three_batches, beam=2, nbest=2, join_below=1)
     assert [[[(h.tokens, h.score) for h in hyps] for hyps in batch] for batch in streamed] == \
            [[[(h.tokens, h.score) for h in hyps] for hyps in beams[:1]],
+            [[([model.A], pytest.approx(math.log(0.5), abs=1e-5)),
+              ([model.B], pytest.approx(math.log(0.4), abs=1e-5))]],
             [[(h.tokens, h.score) for h in hyps] for hyps in beams[1:]]]
+    assert [h.attention.shape for batch in streamed for hyps in batch for h in hyps] == \
+           [(2, 3)] * 2 + [(1, 3)] * 2 + [(2, 1)] * 2 + [(2, 2)] * 2
 
 
 class RowCounter:

@@ -9,13 +9,14 @@ from test_search import STREAM, assert_one_stream_finds_what_each_batch_finds_al
 from test_transformer_cli import one_size
 
 from nmt.config import ModelConfig
-from nmt.data.batching import make_batch
+from nmt.data.batching import Batch, make_batch
 from nmt.data.tokenizer import PAD_ID
 from nmt.inference.quantize import load_for_decoding, quantize_int8
 from nmt.inference.search import beam_search, greedy_search
 from nmt.inference.translate import Translator
 from nmt.models.attention import scaled_dot_product
 from nmt.models.build import build_model, describe
+from nmt.models.transformer.model import TransformerState
 from nmt.models.transformer.multihead import attend
 
 VOCAB = 40
@@ -118,6 +119,35 @@ def test_joined_states_step_as_each_would_alone():
         out_two, _, _ = model.step(torch.tensor([25]), old.select(torch.tensor([1])))
         torch.testing.assert_close(out_kept, torch.cat([out_one, out_two]), rtol=1e-5, atol=1e-6)
         assert len(joined.select(torch.tensor([2, 3])).past[0]) == 1  # a group with no row left drops out
+
+
+def test_joined_beam_states_reorder_within_groups_as_each_would_alone():
+    """Two beams a sentence, states at different positions, joined: rows reordered among their
+    own sentence's beams step as in their own state, over their own source."""
+    model = _model(5)
+    first, second = make_batch([[5, 9, 11, 6], [7, 8]]), make_batch([list(range(4, 14)), [12]])
+
+    def seeded(batch: Batch, steps: list[list[int]]) -> TransformerState:
+        state = model.encode(batch.src, batch.src_len)
+        _, state, _ = model.step(torch.tensor([1, 1]), state)
+        state = state.repeat_beams(2)
+        for prev in steps:
+            _, state, _ = model.step(torch.tensor(prev), state)
+        return state
+
+    with torch.no_grad():
+        old, new = seeded(first, [[20, 21, 22, 23], [24, 25, 26, 27]]), seeded(second, [])
+        joined = new.join(old)
+        assert [keys.size(2) for keys, _ in joined.past[0]] == [1, 3]
+        order, prev = torch.tensor([1, 0, 3, 3, 5, 4, 6, 6]), torch.arange(20, 28)
+        out, _, attn = model.step(prev, joined.reorder_beams(order))
+        out_new, _, attn_new = model.step(prev[:4], new.reorder_beams(order[:4]))
+        out_old, _, attn_old = model.step(prev[4:], old.reorder_beams(order[4:] - 4))
+        torch.testing.assert_close(out, torch.cat([out_new, out_old]), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(attn[:4], attn_new, rtol=1e-5, atol=1e-6)
+        width = first.src.size(1)
+        torch.testing.assert_close(attn[4:, :width], attn_old, rtol=1e-5, atol=1e-6)
+        assert not attn[4:, width:].any()  # the shorter sources' padding
 
 
 @pytest.mark.parametrize("beam", [1, 3])

@@ -196,7 +196,7 @@ class _GreedyRows:
         weights = self.weights[rows].float().cpu() if self.weights is not None else None
         for k, (batch, index, pieces, n, score, n_src) in enumerate(zip(*(t[rows].tolist() for t in (
                 self.batch, self.index, self.tokens, self.length, self.scores, self.src_len)))):
-            attn = weights[k, :n, :n_src] if weights is not None else None
+            attn = weights[k, :n, :n_src].clone() if weights is not None else None  # not a view of all
             pieces = pieces[:n - 1] if pieces[n - 1] == EOS_ID else pieces[:n]
             found[batch][index] = Hypothesis(pieces, score if with_scores else math.nan, attn)
 
@@ -258,7 +258,8 @@ def beam_searches(model: TranslationModel, batches: Iterable[SourceBatch], beam:
     them: once no more than ``join_below`` of a batch's sentences are still searching, the
     next batch takes its first step (one row per sentence) and joins them, each sentence going
     on at its own step. The hypotheses are those each batch would find alone, within float
-    rounding. ``join_below``: below the batches' size; 0 turns joining off.
+    rounding. ``join_below`` must be smaller than the batches (at their size every batch would
+    step once and join before the first went on); 0 turns joining off.
 
     :return: each batch's :func:`beam_search` result, in its order
     """
@@ -305,9 +306,9 @@ class _Beams:
     max_len, length, ended: per sentence, shape (n,): its budget, the pieces each of its beams
         holds, whether it is done (it may decode on in the batch, unread, to pad it to a multiple)
     scores: the beams' log-probabilities, shape (n, width)
-    prev: the beams' last pieces, shape (rows,); tokens: their pieces, (rows, budget), each
-        written at its sentence's ``length``; attn: their attention, (rows, budget, src_len),
-        or None
+    prev: the beams' last pieces, shape (rows,); tokens: their pieces, (rows, width), each
+        written at its sentence's ``length``; attn: their attention, (rows, width, src_len),
+        or None; width is the largest budget of the joined batches + 1, src_len their longest
     going: sentences not done
     """
 
@@ -406,7 +407,7 @@ class _Beams:
                                        scores[i, j].tolist()):
             batch, index = self.who[a]
             seq = seq[:n - 1] if seq[n - 1] == EOS_ID else seq[:n]
-            w = w[:n, :self.src_len[a]] if w is not None else None
+            w = w[:n, :self.src_len[a]].clone() if w is not None else None  # not a view of all
             found[batch][index].append(Hypothesis(seq, score / gnmt_length_penalty(n, alpha), w))
 
     def _drop_done(self, last: torch.Tensor, rule: _BeamRule, found: list[list[list[Hypothesis]]]) -> bool:
@@ -443,7 +444,7 @@ def _settled(finished: list[Hypothesis], rule: _BeamRule, best_live: float, budg
     A live beam's log-probability ``best_live`` (<= 0) only falls as it grows, and it holds
     ``length`` pieces, so it can finish at lengths length + 1 .. budget: its score is at most
     ``best_live`` over the largest length penalty among them (the penalty is monotone in the
-    length)."""
+    length: for alpha >= 0 the budget's is the largest)."""
     if len(finished) < rule.nbest:
         return False
     penalty = max(gnmt_length_penalty(length + 1, rule.alpha), gnmt_length_penalty(budget, rule.alpha))

@@ -89,8 +89,8 @@ class TransformerState:
         """``past``, or before the first step one group of caches with no positions yet."""
         if self.past:
             return self.past
-        rows = self.src_mask.size(0) * self.beams
-        return [((keys.new_zeros(rows, keys.size(1), 0, keys.size(3)),) * 2,) for keys, _ in self.cross]
+        assert self.beams == 1, "beams join once seeded"
+        return [((keys[:, :, :0],) * 2,) for keys, _ in self.cross]  # (rows, heads, 0, head_size)
 
 
 def _take(pairs: list[KeyValue], index: torch.Tensor) -> list[KeyValue]:
