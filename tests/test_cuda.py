@@ -8,7 +8,8 @@ from conftest import tiny_model
 from test_train import _config
 
 from nmt.data.batching import make_batch
-from nmt.inference.search import beam_search, greedy_search
+from nmt.inference.beam import beam_search
+from nmt.inference.search import greedy_search
 from nmt.inference.translate import Translator
 from nmt.tools.flops import matmul_peak_flops
 

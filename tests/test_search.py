@@ -6,8 +6,8 @@ from conftest import tiny_model
 
 from nmt.data.batching import make_batch
 from nmt.data.tokenizer import BOS_ID, EOS_ID
-from nmt.inference.search import (beam_search, beam_searches, greedy_search, greedy_searches,
-                                  max_output_lengths)
+from nmt.inference.beam import beam_search, beam_searches
+from nmt.inference.search import greedy_search, greedy_searches, max_output_lengths
 from nmt.models.interface import sentence_rows
 
 
@@ -133,7 +133,7 @@ def test_searches_without_attention_find_the_same_hypotheses():
 def test_early_stop_keeps_the_nbest_lists_and_saves_steps(monkeypatch):
     """A sentence stops once no live beam can enter its n-best list; the lists must be those
     of searching on to ``beam`` finished hypotheses, and the stop must have fired."""
-    import nmt.inference.search as search
+    import nmt.inference.beam as beam_module
 
     sources = [[5, 6, 7, 8], [9], [10, 11, 4, 5, 6, 7, 8], [11, 5]]
     batch = make_batch(sources)
@@ -158,7 +158,7 @@ def test_early_stop_keeps_the_nbest_lists_and_saves_steps(monkeypatch):
             for nbest in (1, 3):
                 early, early_rows = run(model, alpha, nbest)
                 with monkeypatch.context() as patch:
-                    patch.setattr(search, "_settled", lambda *args: False)
+                    patch.setattr(beam_module, "_settled", lambda *args: False)
                     full, full_rows = run(model, alpha, nbest)
                 assert early == full
                 saved[alpha] += full_rows - early_rows

@@ -12,8 +12,8 @@ from nmt.data.corpus import normalize
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.inference.argmax import LinearArgmax
-from nmt.inference.search import (DEFAULT_BATCH, Hypothesis, SourceBatch, beam_searches, greedy_searches,
-                                  max_output_lengths)
+from nmt.inference.beam import beam_searches
+from nmt.inference.search import DEFAULT_BATCH, Hypothesis, SourceBatch, greedy_searches, max_output_lengths
 from nmt.models.interface import TranslationModel
 from nmt.runtime.precision import autocast
 
@@ -33,7 +33,7 @@ class Translator:
     are short enough that the two batches' threads wait for the interpreter lock instead
     (docs/performance.md, "Decoding with AMX"). Outputs do not depend on it. Each worker's
     batches decode as one stream, a batch's last sentences joined by the next batch
-    (:func:`nmt.inference.search.greedy_searches`, :func:`~nmt.inference.search.beam_searches`).
+    (:func:`nmt.inference.search.greedy_searches`, :func:`~nmt.inference.beam.beam_searches`).
     Greedy search on CPU picks pieces with :class:`nmt.inference.argmax.LinearArgmax` when it need not
     score them: the same pieces as the float32 generator's (not with the model's ``kernels``
     ``reference``, see :mod:`nmt.models.kernels`).
@@ -147,7 +147,7 @@ class Translator:
         """Each batch's hypotheses. The search decodes the batches as one stream: a batch
         joins the one before once no more than ``join_below`` of the earlier one's sentences
         are going (:func:`nmt.inference.search.greedy_searches`,
-        :func:`~nmt.inference.search.beam_searches`; half a batch: docs/performance.md, "Joining
+        :func:`~nmt.inference.beam.beam_searches`; half a batch: docs/performance.md, "Joining
         batches")."""
         with autocast(self.device, self.precision):
             if self.beam == 1:
