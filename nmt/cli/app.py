@@ -20,7 +20,8 @@ from nmt.inference.search import DEFAULT_BATCH, DEFAULT_LENGTH_PENALTY
 from nmt.training.launch import environment_rank, launch, without_flag
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
-                  help="nmt: train, run and inspect GRU + Bahdanau-attention translation models.")
+                  help="nmt: train, run and inspect neural machine translation models: GRU "
+                       "encoder-decoders with Bahdanau attention, and Transformers.")
 
 
 def _version(value: bool) -> None:
@@ -74,9 +75,9 @@ def train(
                                                "d_model)."), rich_help_panel="Model")] = None,
     embed_size: Annotated[Optional[int], Opt(help=with_default("embed_size", "Embedding size."),
                                              rich_help_panel="Model")] = None,
-    hidden_size: Annotated[Optional[int], Opt(help=with_default("hidden_size", "GRU and attention size."),
+    hidden_size: Annotated[Optional[int], Opt(help=with_default("hidden_size", "GRU and attention size; a Transformer's d_model."),
                                               rich_help_panel="Model")] = None,
-    layers: Annotated[Optional[int], Opt(help=with_default("layers", "GRU layers in encoder and decoder."),
+    layers: Annotated[Optional[int], Opt(help=with_default("layers", "Layers of the encoder and of the decoder."),
                                          rich_help_panel="Model")] = None,
     bidirectional: Annotated[Optional[bool], Opt("--bidirectional/--unidirectional",
                                                  help=with_default("bidirectional", "Bidirectional encoder."),

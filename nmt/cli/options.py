@@ -53,9 +53,6 @@ def with_default(key: str, text: str) -> str:
     return f"{text} \\[default: {default_of(key)}{others}]"
 
 
-
-
-
 CheckpointOpt = Annotated[Optional[Path], Opt(help="Run directory. \\[default: newest in checkpoints/]")]
 DeviceOpt = Annotated[str, Opt(help="auto, cpu, cuda, cuda:N or mps.")]
 BatchOpt = Annotated[int, Opt(help="Sentences decoded together, at most (a CPU's two workers split a "
