@@ -75,10 +75,10 @@ def train(
                                                "d_model)."), rich_help_panel="Model")] = None,
     embed_size: Annotated[Optional[int], Opt(help=with_default("embed_size", "Embedding size."),
                                              rich_help_panel="Model")] = None,
-    hidden_size: Annotated[Optional[int], Opt(help=with_default("hidden_size", "GRU and attention size; a Transformer's d_model."),
-                                              rich_help_panel="Model")] = None,
-    layers: Annotated[Optional[int], Opt(help=with_default("layers", "Layers of the encoder and of the decoder."),
-                                         rich_help_panel="Model")] = None,
+    hidden_size: Annotated[Optional[int], Opt(help=with_default(
+        "hidden_size", "GRU and attention size; a Transformer's d_model."), rich_help_panel="Model")] = None,
+    layers: Annotated[Optional[int], Opt(help=with_default("layers", "Layers of the encoder and of the "
+                                                       "decoder."), rich_help_panel="Model")] = None,
     bidirectional: Annotated[Optional[bool], Opt("--bidirectional/--unidirectional",
                                                  help=with_default("bidirectional", "Bidirectional encoder."),
                                                  rich_help_panel="Model")] = None,
