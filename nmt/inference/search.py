@@ -1,4 +1,4 @@
-"""Decoding: batched greedy and beam search over :class:`nmt.models.interface.TranslationModel`
+"""Decoding: batched greedy search over :class:`nmt.models.interface.TranslationModel`
 (``encode``, ``step``, ``logits``, ``piece_ids`` and the state's ``select`` and ``join``), and
 what beam search (:mod:`nmt.inference.beam`) shares with it. Both decode a stream of
 batches, joining a batch's last sentences to the next batch's steps."""
