@@ -1,19 +1,21 @@
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from nmt import __version__
 from nmt.errors import NmtError
-from nmt.runtime.allocator import ENV, TCMALLOC, find_tcmalloc, in_use, preload_environment
+from nmt.runtime.allocator import ENV, MARKER, TCMALLOC, find_tcmalloc, in_use, preload_environment
 from nmt.runtime.devices import describe
 
 
 @pytest.fixture
 def library_dir(tmp_path):
-    (tmp_path / TCMALLOC).write_bytes(b"")
+    (tmp_path / TCMALLOC).symlink_to(_a_loaded_library())
     return (str(tmp_path),)
 
 
@@ -38,11 +40,40 @@ def test_a_named_library_must_exist(tmp_path, library_dir):
         preload_environment({ENV: str(tmp_path / "nope")}, "linux")
 
 
+def _nmt_version(env_value: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", ENV, MARKER)}
+    return subprocess.run([sys.executable, "-m", "nmt", "--version"], env=env | {ENV: env_value},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_named_file_that_is_no_shared_library_is_one_line(tmp_path):
+    (tmp_path / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    for path, problem in [(tmp_path / "passwd", "not a shared library"), (tmp_path, "is a directory")]:
+        done = _nmt_version(str(path))
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr.startswith(f"error: {ENV}={path}: {problem}") and done.stderr.count("\n") == 1
+
+
+def _a_loaded_library() -> str:
+    """The path of a real shared library this process has mapped (tcmalloc where installed)."""
+    maps = Path("/proc/self/maps").read_text().split()
+    return find_tcmalloc() or next(p for p in maps if re.search(r"/lib(c|m|pthread)[.-].*so", p))
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="LD_PRELOAD is Linux's")
+def test_the_command_runs_itself_again_at_most_once_whatever_the_library_is_named(tmp_path):
+    alias = tmp_path / "fastalloc.so"  # no "malloc" in the name: once the loop's trigger
+    alias.symlink_to(_a_loaded_library())
+    done = _nmt_version(str(alias))
+    assert done.returncode == 0 and done.stdout == f"nmt {__version__}\n" and done.stderr == ""
+    assert preload_environment({ENV: str(alias), MARKER: str(alias), "LD_PRELOAD": str(alias)}, "linux") is None
+
+
 def _allocators(env_value: str) -> list[str]:
     """What the process reports before and after ``nmt``'s entry point (``--version``)."""
     code = ("from nmt.runtime.allocator import in_use; print(in_use(), flush=True); "
             "from nmt.__main__ import main; main()")
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", ENV)}
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", ENV, MARKER)}
     out = subprocess.run([sys.executable, "-c", code, "--version"], env=env | {ENV: env_value},
                          capture_output=True, text=True, check=True).stdout.split()
     assert out[-2:] == ["nmt", __version__]

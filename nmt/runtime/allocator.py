@@ -11,14 +11,18 @@ An allocator replaces malloc only if it is loaded before anything allocates, tha
 Python starts. So the ``nmt`` command runs itself again, once, with ``LD_PRELOAD`` naming the
 library, as PyTorch's CPU launcher (``python -m torch.backends.xeon.run_cpu``) does.
 ``NMT_ALLOCATOR=system`` keeps the C library's malloc; ``NMT_ALLOCATOR=PATH`` preloads that
-library instead; a library already in ``LD_PRELOAD`` is left alone. Importing nmt from Python
-changes nothing: a program chooses its own allocator.
+library instead (it must be an ELF shared object of this machine's word size); a malloc
+already in ``LD_PRELOAD`` is left alone. The new process carries a marker (``NMT_PRELOADED``),
+so it, and every process it starts, never runs itself again: whatever the library is named and
+whether or not the loader could preload it. Importing nmt from Python changes nothing: a
+program chooses its own allocator.
 """
 from __future__ import annotations
 
 import ctypes
 import functools
 import os
+import struct
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,6 +30,7 @@ from pathlib import Path
 from nmt.errors import NmtError
 
 ENV = "NMT_ALLOCATOR"
+MARKER = "NMT_PRELOADED"  # set in the process that runs again: it must not run itself again
 TCMALLOC = "libtcmalloc_minimal.so.4"
 LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
                 "/usr/local/lib")
@@ -44,18 +49,40 @@ def preload_environment(environ: Mapping[str, str], platform: str = sys.platform
     (not Linux, ``NMT_ALLOCATOR=system``, an allocator preloaded already, none installed)."""
     choice = environ.get(ENV, "auto")
     preloaded = environ.get("LD_PRELOAD", "")
-    if platform != "linux" or choice == "system" or "malloc" in preloaded:
+    if platform != "linux" or choice == "system" or MARKER in environ or "malloc" in preloaded:
         return None
     if choice == "auto":
         library = find_tcmalloc(dirs)
-        if library is None:
+        if library is None or shared_object_problem(Path(library)):
             return None
-    elif not Path(choice).is_file():
-        raise NmtError(f"{ENV}={choice}: no such library file; use auto, system or the path of a "
-                       "malloc library (e.g. libtcmalloc_minimal.so.4)")
     else:
+        problem = shared_object_problem(Path(choice))
+        if problem:
+            raise NmtError(f"{ENV}={choice}: {problem}; use auto, system or the path of a malloc "
+                           "library (e.g. libtcmalloc_minimal.so.4)")
         library = choice
-    return {**_QUIET, **environ, "LD_PRELOAD": " ".join(filter(None, (library, preloaded)))}
+    return {**_QUIET, **environ, MARKER: library, "LD_PRELOAD": " ".join(filter(None, (library, preloaded)))}
+
+
+def shared_object_problem(path: Path) -> str | None:
+    """Why the loader could not preload ``path`` into this Python (not a file, not an ELF
+    shared object, another word size), or None when it looks loadable."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(18)
+    except IsADirectoryError:
+        return "is a directory, not a library file"
+    except OSError as e:
+        return "no such library file" if isinstance(e, FileNotFoundError) else f"cannot read ({e.strerror})"
+    if len(header) < 18 or header[:4] != b"\x7fELF":
+        return "not a shared library (no ELF header)"
+    word_size = {1: 4, 2: 8}.get(header[4])
+    e_type = int.from_bytes(header[16:18], "little" if header[5] == 1 else "big")
+    if e_type != 3:  # ET_DYN
+        return "an ELF file, but not a shared library"
+    if word_size != struct.calcsize("P"):
+        return f"a {8 * (word_size or 0)}-bit library, but this Python is {8 * struct.calcsize('P')}-bit"
+    return None
 
 
 def run_with_preloaded_allocator() -> None:
