@@ -155,6 +155,40 @@ def test_kill_9_of_one_worker_stops_the_others_with_a_clear_error(tmp_path, corp
     assert resumed.returncode == 0, resumed.stderr
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_kill_9_of_the_launcher_stops_its_workers_and_the_run_resumes(tmp_path, corpus):
+    launcher, run = _start(tmp_path, corpus)
+    workers = _workers(launcher)
+    assert sorted(workers) == [0, 1]
+    os.kill(launcher.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    while [pid for pid in workers.values() if _alive(pid)]:
+        assert time.monotonic() - killed < 20, "the workers outlived their launcher"
+        time.sleep(0.1)
+    launcher.wait()
+    stderr = launcher.stderr.read()  # the workers' too: they wrote to the launcher's pipe
+    assert "the launcher" in stderr and "is gone" in stderr and "Traceback" not in stderr, stderr
+    resumed = nmt("train", "--resume", run, "--max-steps", "40", "--epochs", "1000")
+    assert resumed.returncode == 0, resumed.stderr  # saved, and the lock is free
+
+
+def _alive(pid):
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by init, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_more_processes_than_cores_are_refused_unless_asked_for(tmp_path, corpus):
+    from nmt.runtime.devices import available_cores
+    many = str(available_cores() + 1)
+    refused = nmt("train", "--corpus", corpus, "--run-dir", tmp_path / "run", "--nproc", many, *ARGS)
+    assert refused.returncode == 1 and not (tmp_path / "run").exists()
+    assert refused.stderr.startswith(f"error: --nproc {many}: this machine gives nmt") and "--oversubscribe" in refused.stderr
+
+
 @dataclass(frozen=True)
 class _WithPeer(Processes):
     """Rank 0 of two, with the other rank simulated: its figures are added in every sum."""

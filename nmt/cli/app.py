@@ -14,10 +14,10 @@ from nmt.cli import demo_command, serve_command, tool_commands
 from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, KernelsOpt, Opt, PenaltyOpt,
                              PrecisionOpt, at_least, err, load_translator, user_errors, with_default)
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
-from nmt.config import build_config, load_config_file
+from nmt.config import build_config, load_config_file, read_run_config
 from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_BATCH, DEFAULT_LENGTH_PENALTY
-from nmt.training.launch import environment_rank, launch, without_flag
+from nmt.training.launch import check_process_count, environment_rank, launch, without_flag
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
                   help="nmt: train, run and inspect neural machine translation models: GRU "
@@ -144,6 +144,8 @@ def train(
         rich_help_panel="Optimisation")] = None,
     nproc: Annotated[int, Opt(help="Train on N processes of this machine (torchrun --standalone "
                               "--nproc-per-node N); --batch-size is the batch of all of them.")] = 1,
+    oversubscribe: Annotated[bool, Opt(help="Allow --nproc above the CPU cores (each process then "
+                                       "waits for the others at every step).")] = False,
     run_dir: Annotated[Optional[Path], Opt(help="Run directory. \\[default: checkpoints/<timestamp>]")] = None,
     resume: Annotated[Optional[Path], Opt(help="Continue this run from its last checkpoint; only "
                                           "--epochs/--max-steps/--max-minutes may change.")] = None,
@@ -155,7 +157,7 @@ def train(
     with _ for -); the resolved configuration is saved as config.yaml in the run directory.
     """
     flags = {k: v for k, v in locals().items()
-             if v is not None and k not in ("config", "run_dir", "strict", "resume", "nproc")}
+             if v is not None and k not in ("config", "run_dir", "strict", "resume", "nproc", "oversubscribe")}
     from nmt.training import distributed
     from nmt.training.runs import new_run_dir, resume_run, train_new_run
 
@@ -163,8 +165,10 @@ def train(
     with user_errors():
         at_least("--nproc", nproc)
         if nproc > 1 and not distributed.launched():
-            if resume is None:  # a bad flag fails here, once, not in every process
-                build_config(load_config_file(config) if config else {}, flags)
+            # a bad flag fails here, once, not in every process
+            cfg = (build_config(load_config_file(config) if config else {}, flags) if resume is None
+                   else read_run_config(resume / "config.yaml"))
+            check_process_count(nproc, flags.get("device", cfg.train.device), oversubscribe)
             raise typer.Exit(launch(nproc, without_flag(sys.argv[1:], "--nproc")))
         if resume is not None:
             given = {"config": config, "run_dir": run_dir}

@@ -25,6 +25,7 @@ from torch import nn
 
 from nmt.errors import NmtError
 from nmt.runtime.devices import pick_device
+from nmt.training.launch import watch_launcher
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,7 @@ def join(device_spec: str) -> Processes:
     device = pick_device(device_spec)
     if not launched():
         return Processes(device=device)
+    watch_launcher()
     env = {k: int(os.environ.get(k, default)) for k, default in
            (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", 0), ("LOCAL_WORLD_SIZE", 1))}
     if device.type == "cuda":
