@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from nmt.encoding import conversion_hint, wide_encoding
 from nmt.errors import NmtError, SettingError
 
 log = logging.getLogger(__name__)
@@ -60,10 +61,14 @@ def read_lines(stream: BinaryIO, name: str, max_line_bytes: int = MAX_LINE_BYTES
     """The lines of a binary stream without a UTF-8 BOM, newlines or CRs before them.
 
     Read line by line with a cap, so an endless "line" (``/dev/zero``, a binary file) is
-    refused after ``max_line_bytes`` instead of filling the memory.
+    refused after ``max_line_bytes`` instead of filling the memory. UTF-16 or UTF-32 text is
+    refused from its first bytes (:func:`nmt.encoding.wide_encoding`).
     """
     lines: list[bytes] = []
+    head: bytes | None = b""  # the first bytes, until they are checked
     while line := stream.readline(max_line_bytes + 1):
+        if head is not None and len(head := head + line) >= _HEAD_BYTES:
+            head = _check_encoding(head, name)
         if len(line) > max_line_bytes:
             raise NmtError(f"{name}: line {len(lines) + 1} is longer than {max_line_bytes:,} bytes; "
                            f"not a text file of sentences")
@@ -72,7 +77,18 @@ def read_lines(stream: BinaryIO, name: str, max_line_bytes: int = MAX_LINE_BYTES
         if line.endswith(b"\n"):
             line = line[:-1]
         lines.append(line[:-1] if line.endswith(b"\r") else line)
+    if head is not None:
+        _check_encoding(head, name)
     return lines
+
+
+_HEAD_BYTES = 4096
+
+
+def _check_encoding(head: bytes, name: str) -> None:
+    encoding = wide_encoding(head[:_HEAD_BYTES])
+    if encoding is not None:
+        raise NmtError(f"{name}: {encoding} text, not UTF-8; {conversion_hint(name, encoding)}")
 
 
 def read_text_lines(path: Path) -> list[bytes]:
@@ -91,6 +107,9 @@ def read_text_lines(path: Path) -> list[bytes]:
 def _decode(raw: bytes, line_no: int, report: ReadReport) -> str | None:
     if len(raw) > MAX_LINE_CHARS * 4:
         report.skip("over-long lines", line_no)
+        return None
+    if b"\0" in raw:  # valid UTF-8, but no sentence: binary data
+        report.skip("NUL bytes", line_no)
         return None
     try:
         return raw.decode("utf-8")

@@ -1,0 +1,29 @@
+"""Recognising text that is not UTF-8 but looks like text: UTF-16 and UTF-32, with or without a
+byte-order mark, which editors on Windows and ``iconv -t utf-16`` write. Read as UTF-8 such a
+file is a NUL byte between letters; it must be refused with the fix, not trained on."""
+from __future__ import annotations
+
+# Longest first: UTF-32 LE's mark begins with UTF-16 LE's.
+_MARKS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+          (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """The encoding ``head`` (a file's first bytes) is in when that is UTF-16 or UTF-32: by its
+    byte-order mark ("UTF-16"), or, without one, by where its NUL bytes fall ("UTF-16LE": the
+    high byte of each Latin letter, after it; UTF-8 text has no NUL byte); None otherwise."""
+    for mark, name in _MARKS:
+        if head.startswith(mark):
+            return name
+    if len(head) < 8 or head.count(0) * 4 < len(head):
+        return None
+    width = 4 if head.count(b"\x00\x00\x00") * 16 >= len(head) else 2
+    odd = sum(1 for k in range(width - 1, len(head), width) if head[k] == 0)  # little-endian's zero bytes
+    even = sum(1 for k in range(0, len(head), width) if head[k] == 0)
+    return f"UTF-{8 * width}{'LE' if odd > even else 'BE'}"
+
+
+def conversion_hint(name: object, encoding: str) -> str:
+    """What to run to make the file (or stdin) ``name`` UTF-8."""
+    iconv = f"iconv -f {encoding.lower()} -t utf-8"
+    return f"pipe it through {iconv}" if name == "stdin" else f"convert it first: {iconv} {name} > {name}.utf8"

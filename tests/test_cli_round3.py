@@ -1,0 +1,73 @@
+"""Hostile and careless use through the real command line (reliability, round 3): endless or
+binary config files, corpora in UTF-16, interrupts during scoring, and the warnings a new user
+needs before a run goes quietly wrong. The launcher's cases are in test_distributed.py, the
+service's in test_serve.py, the Python API's in test_api.py."""
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT, TINY, make_pairs, nmt
+
+
+def _clean_error(result, *needles):
+    """One error line first, no traceback, exit code 1."""
+    text = " ".join(result.stderr.split())
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("error:") and "Traceback" not in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in text, text
+
+
+# --- config files -----------------------------------------------------------------------
+
+def test_an_endless_huge_or_binary_config_is_refused_at_once(tmp_path):
+    huge = tmp_path / "huge.yaml"
+    with open(huge, "w") as f:  # a 54 MB list of 13.6 million items parsed for minutes
+        f.write("- 1\n" * 13_600_000)
+    utf16 = tmp_path / "u16.yaml"
+    utf16.write_bytes("lr: 0.001\n".encode("utf-16"))
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    cases = [("/dev/zero", "over 1,048,576 bytes"), (huge, "over 1,048,576 bytes"),
+             (utf16, "not UTF-8 text (UTF-16; convert it first: iconv -f utf-16 -t utf-8"),
+             (binary, "not UTF-8 text (byte 0x80 at offset 128)"), (tmp_path, "is a directory")]
+    for path, needle in cases:
+        start = time.monotonic()
+        result = nmt("train", "--config", path, "--run-dir", tmp_path / "run")
+        assert time.monotonic() - start < 1
+        _clean_error(result, f"{path}: {needle}")
+    assert not (tmp_path / "run").exists()
+
+
+# --- corpora ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("encoding, named", [("utf-16", "UTF-16"), ("utf-16-le", "UTF-16LE"),
+                                             ("utf-16-be", "UTF-16BE"), ("utf-32", "UTF-32")])
+def test_a_utf16_corpus_is_refused_naming_the_encoding(tmp_path, encoding, named):
+    text = "".join(f"{s}\t{t}\n" for s, t in make_pairs(300))
+    corpus = tmp_path / "wide.tsv"
+    corpus.write_bytes(text.encode(encoding))
+    _clean_error(nmt("train", "--corpus", corpus, "--run-dir", tmp_path / "run", "--max-steps", "1", *TINY),
+                 f"{corpus}: {named} text, not UTF-8", f"iconv -f {named.lower()} -t utf-8 {corpus}")
+    assert not (tmp_path / "run").exists()
+
+
+def test_utf16_on_stdin_is_refused_naming_the_encoding(tiny_run):
+    piped = subprocess.run([sys.executable, str(ROOT / "cli.py"), "translate", "--checkpoint", str(tiny_run)],
+                           input="Tom sees the cat.\nI am cold.\n".encode("utf-16"), capture_output=True)
+    assert piped.returncode == 1 and piped.stdout == b""
+    assert piped.stderr.decode() == "error: stdin: UTF-16 text, not UTF-8; pipe it through iconv -f utf-16 -t utf-8\n"
+
+
+def test_no_nul_byte_reaches_a_runs_files(tmp_path):
+    pairs = make_pairs(300)
+    lines = [f"{s}\t{t}".encode() for s, t in pairs]
+    lines[3] = b"Tom\x00 sees\tTom\x00 voit"  # UTF-8 all the same
+    corpus = tmp_path / "nul.tsv"
+    corpus.write_bytes(b"\n".join(lines) + b"\n")
+    result = nmt("train", "--corpus", corpus, "--run-dir", tmp_path / "run", "--max-steps", "1", *TINY)
+    assert result.returncode == 0, result.stderr
+    assert "1 NUL bytes (lines 4)" in " ".join(result.stderr.split())
+    for name in ("valid.tsv", "test.tsv", "config.yaml"):
+        assert b"\x00" not in (tmp_path / "run" / name).read_bytes()
