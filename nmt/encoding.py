@@ -11,11 +11,12 @@ _MARKS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
 def wide_encoding(head: bytes) -> str | None:
     """The encoding ``head`` (a file's first bytes) is in when that is UTF-16 or UTF-32: by its
     byte-order mark ("UTF-16"), or, without one, by where its NUL bytes fall ("UTF-16LE": the
-    high byte of each Latin letter, after it; UTF-8 text has no NUL byte); None otherwise."""
+    high byte of each Latin letter, after it; UTF-8 text has no NUL byte, and binary data
+    may be nothing else); None otherwise."""
     for mark, name in _MARKS:
         if head.startswith(mark):
             return name
-    if len(head) < 8 or head.count(0) * 4 < len(head):
+    if len(head) < 8 or not len(head) <= 4 * head.count(0) <= 3.5 * len(head):  # all NUL: binary data
         return None
     width = 4 if head.count(b"\x00\x00\x00") * 16 >= len(head) else 2
     odd = sum(1 for k in range(width - 1, len(head), width) if head[k] == 0)  # little-endian's zero bytes
