@@ -21,8 +21,9 @@ lock, so calls run one at a time (a call already spreads over the CPU's cores).
 """
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,10 +33,13 @@ from nmt.data.batching import make_batch
 from nmt.data.corpus import normalize
 from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_BATCH, DEFAULT_LENGTH_PENALTY, Hypothesis
+from nmt.inference.settings import check_count, check_search
 from nmt.inference.translate import Translator
 from nmt.models.kernels import use_kernels
 from nmt.runtime.precision import autocast
 from nmt.tools.inspect import AttentionMaps, attention_maps
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -71,14 +75,13 @@ class Model:
         self._model, self._tokenizer, self.precision = load_for_decoding(self.run, precision, self.device)
         self._lock = threading.Lock()
 
-    def translate(self, sources: Sequence[str], beam: int = 1, nbest: int = 1,
+    def translate(self, sources: Iterable[str], beam: int = 1, nbest: int = 1,
                   length_penalty: float = DEFAULT_LENGTH_PENALTY, attention: bool = False,
                   batch_size: int = DEFAULT_BATCH) -> list[list[Translation]]:
         """The ``nbest`` best translations of each source, best first; [] for an empty one."""
-        lines = _lines(sources)
-        _check_search(beam, nbest, "nbest")
-        if batch_size < 1:
-            raise NmtError(f"batch_size must be >= 1, got {batch_size}")
+        lines = _lines(sources, "sources")
+        check_search(beam, length_penalty, nbest)
+        check_count("batch_size", batch_size)
         with self._lock:
             translator = self.translator(beam, length_penalty)
             source_ids = translator.encode(lines)
@@ -87,17 +90,20 @@ class Model:
                     for hyps, ids in zip(results, source_ids)]
 
     @torch.inference_mode()
-    def score(self, sources: Sequence[str], targets: Sequence[str], batch_size: int = 64) -> list[float]:
+    def score(self, sources: Iterable[str], targets: Iterable[str], batch_size: int = 64) -> list[float]:
         """The log-probability the model gives each target (its pieces and the end of sentence)
         after its source, teacher-forced: -inf for a target holding a piece the model cannot
         output, 0.0 for an empty source."""
-        sources, targets = _lines(sources), _lines(targets)
+        sources, targets = _lines(sources, "sources"), _lines(targets, "targets")
         if len(sources) != len(targets):
             raise NmtError(f"score needs a target per source: {len(sources)} sources, {len(targets)} targets")
+        check_count("batch_size", batch_size)
         with self._lock:
             translator = self.translator()
             src_ids = translator.encode(sources)
-            tgt_ids = self._tokenizer.encode([normalize(t) for t in targets])
+            tgt_ids = _cut(self._tokenizer.encode([normalize(t) for t in targets]), translator.max_output_pieces,
+                           "targets longer than %d pieces (the longest output a search may give) were scored "
+                           "on their first %d")
             scores = [0.0] * len(sources)
             todo = [i for i, ids in enumerate(src_ids) if ids]
             for start in range(0, len(todo), batch_size):
@@ -118,8 +124,9 @@ class Model:
         """Every attention's weights, every layer and head, while the model reads ``source`` and
         its ``rank``-th best translation by a search with ``beam``."""
         if not isinstance(source, str):
-            raise TypeError("pass one sentence (str)")
-        _check_search(beam, rank, "rank")
+            raise TypeError(f"pass one sentence (str), not {type(source).__name__}")
+        _check_text(source, "source")
+        check_search(beam, length_penalty, rank, "rank")
         with self._lock:
             translator = self.translator(beam, length_penalty)
             [ids] = translator.encode([source])
@@ -159,15 +166,36 @@ class Model:
                            tuple(self._tokenizer.pieces(source_ids)), weights)
 
 
-def _check_search(beam: int, n: int, name: str) -> None:
-    if beam < 1 or not 1 <= n <= beam:
-        raise NmtError(f"beam must be >= 1 and {name} between 1 and beam, got beam {beam}, {name} {n}")
+def _lines(sentences: Iterable[str], name: str) -> list[str]:
+    """``sentences`` as a list, read once (a generator gives its items once), each checked."""
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError(f"{name}: pass a list (or any iterable) of sentences, not a single "
+                        f"{type(sentences).__name__}")
+    try:
+        lines = list(sentences)
+    except TypeError:
+        raise TypeError(f"{name}: pass a list (or any iterable) of sentences, not "
+                        f"{type(sentences).__name__}") from None
+    for k, line in enumerate(lines):
+        if not isinstance(line, str):
+            raise TypeError(f"{name}[{k}] is {type(line).__name__}, not a sentence (str)")
+        _check_text(line, f"{name}[{k}]")
+    return lines
 
 
-def _lines(sources: Sequence[str]) -> list[str]:
-    if isinstance(sources, str) or not all(isinstance(s, str) for s in sources):
-        raise TypeError("pass a list of sentences (str), not a single string or other objects")
-    return list(sources)
+def _check_text(text: str, name: str) -> None:
+    """Text that cannot be UTF-8 (a lone surrogate, from ``surrogateescape`` or a JSON ``\\udc80``)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise NmtError(f"{name} {ascii(text[:40])}{'...' if len(text) > 40 else ''}: a lone surrogate "
+                       f"{ascii(text[e.start])} at character {e.start + 1} is not text") from None
+
+
+def _cut(ids: list[list[int]], limit: int, warning: str) -> list[list[int]]:
+    if any(len(seq) > limit for seq in ids):
+        log.warning(warning, limit, limit)
+    return [seq[:limit] for seq in ids]
 
 
 def load(run: str | Path | None = None, device: str = "auto", precision: str = "auto") -> Model:

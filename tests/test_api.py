@@ -4,6 +4,7 @@ import doctest
 import re
 import shutil
 import threading
+import time
 
 import pytest
 import torch
@@ -92,11 +93,71 @@ def test_threads_may_share_a_model(tiny_run):
 
 def test_mistakes_are_clear_errors(tiny_run, tmp_path):
     model = api.load(tiny_run)
-    with pytest.raises(TypeError, match="a list of sentences"):
+    with pytest.raises(TypeError, match="not a single str"):
         model.translate("Tom sees the cat.")
-    with pytest.raises(NmtError, match="nbest between 1 and beam"):
+    with pytest.raises(NmtError, match=r"^nbest 3: must be at most beam \(2\)$"):
         model.translate(["Tom."], beam=2, nbest=3)
     with pytest.raises(NmtError, match="a target per source"):
         model.score(["a", "b"], ["c"])
     with pytest.raises(NmtError, match=str(tmp_path)):
         api.load(tmp_path)  # not a run
+
+
+def test_any_iterable_of_sentences_is_read_once(tiny_run):
+    model = api.load(tiny_run)
+    lines = ["Tom sees the cat.", "Mary likes the dog."]
+    expected = model.translate(lines)
+    assert len(expected) == 2 and all(expected)
+    assert model.translate(s for s in lines) == expected  # a generator gave [] before
+    assert model.translate(map(str.strip, [line + "  " for line in lines])) == expected
+    assert model.translate(tuple(lines)) == expected
+    targets = ["Tom voit le chat.", "Marie aime le chien."]
+    assert model.score(iter(lines), (t for t in targets)) == model.score(lines, targets)
+    with pytest.raises(TypeError, match="sources: pass a list .* not int"):
+        model.translate(3)
+    with pytest.raises(TypeError, match=r"sources\[1\] is bytes, not a sentence"):
+        model.translate(["Tom.", b"Mary."])
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"beam": 3, "length_penalty": -5}, "length_penalty -5: must be a finite number >= 0"),
+    ({"beam": 3, "length_penalty": float("nan")}, "length_penalty nan: must be a finite number >= 0"),
+    ({"beam": 3, "length_penalty": float("inf")}, "length_penalty inf: must be a finite number >= 0"),
+    ({"beam": 3, "length_penalty": "1"}, "length_penalty: must be a number, got '1' (str)"),
+    ({"beam": 2.5}, "beam: must be a whole number, got 2.5 (float)"),
+    ({"beam": "3"}, "beam: must be a whole number, got '3' (str)"),
+    ({"beam": True}, "beam: must be a whole number, got True (bool)"),
+    ({"beam": 0}, "beam 0: must be >= 1"),
+    ({"beam": 2, "nbest": 1.0}, "nbest: must be a whole number, got 1.0 (float)"),
+    ({"batch_size": 0}, "batch_size 0: must be >= 1"),
+])
+def test_search_settings_are_checked_as_the_cli_and_the_service_check_them(tiny_run, settings, message):
+    model = api.load(tiny_run)
+    with pytest.raises(NmtError) as refused:
+        model.translate(["Tom sees the cat."], **settings)
+    assert str(refused.value) == message
+
+
+def test_a_lone_surrogate_is_refused_naming_the_sentence(tiny_run):
+    model = api.load(tiny_run)
+    bad = "Tom sees \udc80 the cat."
+    with pytest.raises(NmtError, match=r"^sources\[1\] 'Tom sees \\udc80 the cat.': a lone surrogate '\\udc80' at character 10"):
+        model.translate(["Hi.", bad])
+    with pytest.raises(NmtError, match=r"^targets\[0\]"):
+        model.score(["Hi."], [bad])
+    with pytest.raises(NmtError, match="^source 'Tom"):
+        model.attention(bad)
+
+
+def test_a_huge_target_is_scored_on_as_many_pieces_as_an_output_may_have(tiny_run, caplog):
+    model = api.load(tiny_run)
+    cap = model.translator().max_output_pieces
+    [piece] = model._tokenizer.encode(["cat"])  # one word, a few pieces
+    target = " ".join(["cat"] * 20_000)  # 100,000 characters: 9.3 s to score before
+    start = time.monotonic()
+    with caplog.at_level("WARNING"):
+        [cut] = model.score(["Tom sees the cat."], [target])
+    assert time.monotonic() - start < 5
+    assert f"targets longer than {cap} pieces" in caplog.text
+    words = cap // len(piece) + 1
+    assert cut <= model.score(["Tom sees the cat."], [" ".join(["cat"] * words)])[0] + 1e-3

@@ -174,7 +174,7 @@ def test_odd_and_huge_translate_inputs_keep_line_counts(tiny_run, tmp_path):
     (["attn-plot", "--checkpoint", "{run}", "hi", "-o", "{tmp}/a.bmp"], "unknown figure format"),
     (["attn-plot", "--checkpoint", "{run}", "\u200b", "-o", "{tmp}/a.png"], "some text"),
     (["eval", "--checkpoint", "{run}", "--batch-size", "0"], "--batch-size must be >= 1"),
-    (["translate", "--checkpoint", "{run}", "hi", "--beam", "0"], "--beam must be >= 1"),
+    (["translate", "--checkpoint", "{run}", "hi", "--beam", "0"], "--beam 0: must be >= 1"),
     (["bench", "--steps", "0"], "--steps must be >= 1"),
     (["train", "--config", "{cfg}"], "embed_size must be int"),
 ])

@@ -17,6 +17,7 @@ from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_
 from nmt.config import build_config, load_config_file, read_run_config
 from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_BATCH, DEFAULT_LENGTH_PENALTY
+from nmt.inference.settings import check_search
 from nmt.training.launch import check_process_count, environment_rank, launch, without_flag
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
@@ -216,8 +217,7 @@ def translate(
         if text and input is not None:
             raise NmtError("give TEXT arguments or --input FILE, not both")
         at_least("--batch-size", batch_size)
-        if nbest is not None and not 1 <= nbest <= beam:
-            raise NmtError(f"--nbest must be between 1 and --beam ({beam}), got {nbest}")
+        check_search(beam, length_penalty, 1 if nbest is None else nbest)
         refuse_same_file(output, "--output", [("--input", input)])
         lines = argument_texts(text) if text else input_lines(input)
         translator = load_translator(checkpoint, device, beam, length_penalty, precision, kernels)

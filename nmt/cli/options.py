@@ -4,7 +4,6 @@ translator from them."""
 from __future__ import annotations
 
 import logging
-import math
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Optional
@@ -14,6 +13,7 @@ from rich.console import Console
 
 from nmt.config import arch_defaults_of, default_of
 from nmt.errors import NmtError, SettingError
+from nmt.inference.settings import check_search
 
 err = Console(stderr=True)
 Opt = typer.Option
@@ -43,11 +43,6 @@ def at_least(name: str, value: int, minimum: int = 1) -> None:
         raise NmtError(f"{name} must be >= {minimum}, got {value}")
 
 
-def check_penalty(alpha: float) -> None:
-    if not (math.isfinite(alpha) and alpha >= 0):
-        raise NmtError(f"--length-penalty must be a finite number >= 0, got {alpha}")
-
-
 def with_default(key: str, text: str) -> str:
     others = "".join(f"; {arch}: {value}" for arch, value in arch_defaults_of(key).items())
     return f"{text} \\[default: {default_of(key)}{others}]"
@@ -72,8 +67,7 @@ def load_translator(checkpoint: Path | None, device: str, beam: int = 1, length_
     API loads a run (:func:`nmt.api.load`)."""
     from nmt.api import load
 
-    at_least("--beam", beam)
-    check_penalty(length_penalty)
+    check_search(beam, length_penalty)
     model = load(checkpoint, device, precision)
     logging.getLogger(__name__).debug("decoding with %s on %s at %s", model.run, model.device, model.precision)
     return model.translator(beam, length_penalty, kernels)

@@ -6,11 +6,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from nmt.cli.options import (BeamOpt, CheckpointOpt, DeviceOpt, Opt, PenaltyOpt, at_least, check_penalty, err,
+from nmt.cli.options import (BeamOpt, CheckpointOpt, DeviceOpt, Opt, PenaltyOpt, at_least, err,
                              load_translator, user_errors, with_default)
 from nmt.cli.streams import argument_texts, checked_output, is_stdout, print_out, write_output
 from nmt.config import build_config, load_config_file
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
+from nmt.inference.settings import check_length_penalty
 
 
 def register(app: typer.Typer) -> None:
@@ -122,7 +123,7 @@ def bench(
                                      ("--translate-batch", translate_batch, 1)):
             if value is not None:
                 at_least(flag, value, minimum)
-        check_penalty(length_penalty)
+        check_length_penalty(length_penalty)
         sizes = {"embed_size": embed_size, "hidden_size": hidden_size, "layers": layers, "arch": arch,
                  "heads": heads, "ff_size": ff_size, "vocab_size": vocab_size,
                  "batch_size": batch_size}  # unset: nmt train's defaults

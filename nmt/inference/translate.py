@@ -55,6 +55,11 @@ class Translator:
         self.workers = workers
         self._argmax: tuple[tuple[int, int], LinearArgmax] | None = None  # (weights' identity, it)
 
+    @property
+    def max_output_pieces(self) -> int:
+        """The most pieces any output may have: that of a source of ``max_src_pieces``."""
+        return int(self.len_ratio * self.max_src_pieces) + self.len_extra
+
     def encode(self, lines: list[str]) -> list[list[int]]:
         """Normalised, tokenised and length-capped source ids of each line."""
         ids = self.tokenizer.encode([normalize(line) for line in lines])
@@ -161,7 +166,7 @@ class Translator:
         """A batch of sources on the device, with each one's output budget."""
         batch = make_batch(src_ids).to(self.device)
         budget = max_output_lengths(batch.src_len, self.len_ratio, self.len_extra,
-                                    cap=int(self.len_ratio * self.max_src_pieces) + self.len_extra)
+                                    cap=self.max_output_pieces)
         return batch.src, batch.src_len, budget
 
     def hypotheses(self, lines: list[str], batch_size: int = DEFAULT_BATCH, with_scores: bool = True,
