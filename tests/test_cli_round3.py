@@ -2,6 +2,7 @@
 binary config files, corpora in UTF-16, interrupts during scoring, and the warnings a new user
 needs before a run goes quietly wrong. The launcher's cases are in test_distributed.py, the
 service's in test_serve.py, the Python API's in test_api.py."""
+import signal
 import subprocess
 import sys
 import time
@@ -71,3 +72,34 @@ def test_no_nul_byte_reaches_a_runs_files(tmp_path):
     assert "1 NUL bytes (lines 4)" in " ".join(result.stderr.split())
     for name in ("valid.tsv", "test.tsv", "config.yaml"):
         assert b"\x00" not in (tmp_path / "run" / name).read_bytes()
+
+
+# --- interrupts -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def slow_run(corpus, tmp_path_factory):
+    """An untrained run large enough that decoding long lines takes half a minute: its outputs
+    run to the length cap (522 pieces)."""
+    run = tmp_path_factory.mktemp("slow") / "run"
+    sizes = [*TINY, "--embed-size", "256", "--hidden-size", "512", "--layers", "2"]
+    result = nmt("train", "--corpus", corpus, "--run-dir", run, "--max-steps", "1", *sizes)
+    assert result.returncode == 0, result.stderr
+    return run
+
+
+@pytest.mark.parametrize("command", [["eval", "--bleu"], ["translate", "--beam", "2", "--output", "{out}"]])
+def test_ctrl_c_stops_decoding_within_a_step_on_every_worker(slow_run, tmp_path, command):
+    long = tmp_path / "long.en"
+    long.write_text("".join(" ".join(s for s, _ in make_pairs(12, seed=k)) + "\n" for k in range(300)))
+    args = [a.replace("{out}", str(tmp_path / "out.fr")) for a in command]
+    files = ["--src", long, "--ref", long] if command[0] == "eval" else ["--input", long]
+    process = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args, "--checkpoint", str(slow_run),
+                                *map(str, files), "--device", "cpu"], stderr=subprocess.PIPE, text=True)
+    time.sleep(6)  # loaded, and decoding on both workers
+    assert process.poll() is None, process.communicate()[1]
+    process.send_signal(signal.SIGINT)
+    signalled = time.monotonic()
+    stderr = process.communicate(timeout=60)[1]
+    assert time.monotonic() - signalled < 3  # it took 18-32 s while a worker thread decoded on
+    assert process.returncode == 130 and stderr.strip().endswith("interrupted"), stderr
+    assert not (tmp_path / "out.fr").exists()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -11,7 +12,7 @@ import torch
 
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.inference.argmax import row_topk
-from nmt.inference.search import Hypothesis, SourceBatch, gnmt_length_penalty, rows_to_keep
+from nmt.inference.search import Hypothesis, SourceBatch, check_cancel, gnmt_length_penalty, rows_to_keep
 from nmt.models.interface import DecoderState, TranslationModel, join_rows, sentence_rows
 
 
@@ -43,13 +44,15 @@ def beam_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Tenso
 @torch.inference_mode()
 def beam_searches(model: TranslationModel, batches: Iterable[SourceBatch], beam: int,
                   length_penalty: float = 0.0, nbest: int = 1, with_attention: bool = True,
-                  row_multiple: int = 1, join_below: int = 0) -> list[list[list[Hypothesis]]]:
+                  row_multiple: int = 1, join_below: int = 0,
+                  cancel: threading.Event | None = None) -> list[list[list[Hypothesis]]]:
     """:func:`beam_search` of each batch, in turn, joined as :func:`greedy_searches` joins
     them: once no more than ``join_below`` of a batch's sentences are still searching, the
     next batch takes its first step (one row per sentence) and joins them, each sentence going
     on at its own step. The hypotheses are those each batch would find alone, within float
     rounding. ``join_below`` must be smaller than the batches (at their size every batch would
-    step once and join before the first went on); 0 turns joining off.
+    step once and join before the first went on); 0 turns joining off. Once ``cancel`` is
+    set, the search raises :class:`~nmt.inference.search.Cancelled` before its next step.
 
     :return: each batch's :func:`beam_search` result, in its order
     """
@@ -59,6 +62,7 @@ def beam_searches(model: TranslationModel, batches: Iterable[SourceBatch], beam:
     pending = iter(batches)
     beams: _Beams | None = None
     while True:
+        check_cancel(cancel)
         if beams is None or beams.going <= join_below:
             batch = next(pending, None)
             if batch is not None:

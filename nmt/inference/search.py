@@ -5,6 +5,7 @@ batches, joining a batch's last sentences to the next batch's steps."""
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -65,7 +66,8 @@ def greedy_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Ten
 def greedy_searches(model: TranslationModel, batches: Iterable[SourceBatch], with_scores: bool = True,
                     with_attention: bool = True,
                     argmax: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                    row_multiple: int = 1, join_below: int = 0) -> list[list[Hypothesis]]:
+                    row_multiple: int = 1, join_below: int = 0,
+                    cancel: threading.Event | None = None) -> list[list[Hypothesis]]:
     """:func:`greedy_search` of each batch, in turn; once no more than ``join_below`` of a
     batch's sentences are still going, the next batch joins them (the state's ``join``), so the
     last long outputs of a batch decode in the next one's steps instead of in steps of their
@@ -77,6 +79,7 @@ def greedy_searches(model: TranslationModel, batches: Iterable[SourceBatch], wit
 
     :param batches: (src, src_len, max_len) of each batch, as :func:`greedy_search` takes them;
         read one at a time, as the search needs the next
+    :param cancel: once set, the search raises :class:`Cancelled` before its next step
     :return: each batch's hypotheses, in its order
     """
     found: list[list[Hypothesis | None]] = []
@@ -91,6 +94,7 @@ def greedy_searches(model: TranslationModel, batches: Iterable[SourceBatch], wit
                 rows = new if rows is None else new.join(rows)
             elif rows is None:
                 break
+        check_cancel(cancel)
         if rows.step(model, with_scores, argmax):
             rows = rows.drop_ended(row_multiple, found, with_scores)
     return found  # type: ignore[return-value]  # every sentence ends
@@ -218,6 +222,16 @@ def rows_to_keep(done: torch.Tensor, multiple: int) -> torch.Tensor | None:
 
 
 DEFAULT_LENGTH_PENALTY = 1.0
+
+
+class Cancelled(Exception):
+    """A search stopped between two steps: its caller set the ``cancel`` event (Ctrl-C reaches
+    the main thread only; a search on a worker thread must be told)."""
+
+
+def check_cancel(cancel: threading.Event | None) -> None:
+    if cancel is not None and cancel.is_set():
+        raise Cancelled
 
 
 def gnmt_length_penalty(length: int, alpha: float) -> float:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -87,8 +88,9 @@ class Translator:
         chunks = [[todo[k] for k in chunk] for chunk in length_sorted_chunks([len(ids[i]) for i in todo], size)]
         argmax = None if with_scores else self._greedy_argmax()
         decoded = self._decode_all(
-            chunks, lambda share: self._decode_batches([[ids[i] for i in index] for index in share], n,
-                                                       with_scores, with_attention, argmax, size // 2))
+            chunks, lambda share, cancel: self._decode_batches([[ids[i] for i in index] for index in share], n,
+                                                               with_scores, with_attention, argmax, size // 2,
+                                                               cancel))
         for index, batch_hyps in zip(chunks, decoded):
             for i, hyps in zip(index, batch_hyps):
                 results[i] = hyps
@@ -125,20 +127,28 @@ class Translator:
         return self.device.type == "cpu" and self.precision == "bf16"
 
     def _decode_all(self, chunks: list[list[int]],
-                    decode: Callable[[list[list[int]]], list[list[list[Hypothesis]]]]
+                    decode: Callable[[list[list[int]], threading.Event | None], list[list[list[Hypothesis]]]]
                     ) -> list[list[list[Hypothesis]]]:
         """The hypotheses of each chunk, in order: ``decode`` of each worker's share of the
-        chunks (every ``workers``-th, in order), in eval mode, on the workers' thread shares."""
+        chunks (every ``workers``-th, in order), in eval mode, on the workers' thread shares.
+        Ctrl-C stops the workers' searches at their next step (a ``cancel`` event), so that
+        it is not kept waiting until every share is decoded."""
         workers = max(1, min(self.parallel_workers(), len(chunks)))
         was_training, threads = self.model.training, torch.get_num_threads()
         self.model.eval()
         torch.set_num_threads(max(1, threads // workers))
         try:
-            if workers < 2:
-                decoded = [decode(chunks)]
+            if workers < 2:  # on this thread, which Ctrl-C interrupts itself
+                decoded = [decode(chunks, None)]
             else:
+                cancel = threading.Event()
                 with ThreadPoolExecutor(workers) as pool:
-                    decoded = list(pool.map(decode, [chunks[w::workers] for w in range(workers)]))
+                    futures = [pool.submit(decode, chunks[w::workers], cancel) for w in range(workers)]
+                    try:
+                        decoded = [future.result() for future in futures]
+                    except BaseException:
+                        cancel.set()  # the pool waits for its workers on the way out
+                        raise
         finally:
             torch.set_num_threads(threads)
             self.model.train(was_training)
@@ -148,7 +158,8 @@ class Translator:
         return results
 
     def _decode_batches(self, batches: list[list[list[int]]], n: int, with_scores: bool, with_attention: bool,
-                        argmax: LinearArgmax | None, join_below: int) -> list[list[list[Hypothesis]]]:
+                        argmax: LinearArgmax | None, join_below: int,
+                        cancel: threading.Event | None) -> list[list[list[Hypothesis]]]:
         """Each batch's hypotheses. The search decodes the batches as one stream: a batch
         joins the one before once no more than ``join_below`` of the earlier one's sentences
         are going (:func:`nmt.inference.search.greedy_searches`,
@@ -158,9 +169,9 @@ class Translator:
             if self.beam == 1:
                 return [[[h] for h in hyps] for hyps in greedy_searches(
                     self.model, map(self._batch, batches), with_scores, with_attention, argmax,
-                    self.row_multiple, join_below)]
+                    self.row_multiple, join_below, cancel)]
             return beam_searches(self.model, map(self._batch, batches), self.beam, self.length_penalty, n,
-                                 with_attention, self.row_multiple, join_below)
+                                 with_attention, self.row_multiple, join_below, cancel)
 
     def _batch(self, src_ids: list[list[int]]) -> SourceBatch:
         """A batch of sources on the device, with each one's output budget."""
