@@ -36,6 +36,7 @@ class DataConfig:
     test_size: int = 2000
     max_pieces: int = 64  # training pairs longer than this on either side are dropped
     vocab_size: int = 8000  # one joint SentencePiece vocabulary; 8k beat 2k after 20 minutes (README)
+    allow_overlap: bool = False  # accept given valid/test sets whose every source is also in training
 
     def files(self) -> dict[str, str]:
         """The data files this config names: corpus or source/target files, given held-out sets."""

@@ -103,3 +103,39 @@ def test_ctrl_c_stops_decoding_within_a_step_on_every_worker(slow_run, tmp_path,
     assert time.monotonic() - signalled < 3  # it took 18-32 s while a worker thread decoded on
     assert process.returncode == 130 and stderr.strip().endswith("interrupted"), stderr
     assert not (tmp_path / "out.fr").exists()
+
+
+# --- held-out sets ----------------------------------------------------------------------
+
+def _aligned(tmp_path, name, pairs):
+    (tmp_path / f"{name}.en").write_text("".join(s + "\n" for s, _ in pairs))
+    (tmp_path / f"{name}.fr").write_text("".join(t + "\n" for _, t in pairs))
+    return [str(tmp_path / f"{name}.en"), str(tmp_path / f"{name}.fr")]
+
+
+def test_a_test_set_that_training_has_is_refused_and_a_partial_one_is_counted(tmp_path):
+    pairs = make_pairs(300, seed=3)
+    train = _aligned(tmp_path, "train", pairs)
+    same = nmt("train", "--src-file", train[0], "--tgt-file", train[1], "--test-src", train[0],
+               "--test-tgt", train[1], "--run-dir", tmp_path / "same", "--max-steps", "1", *TINY)
+    _clean_error(same, "--test-src:", "(100%) also occur in the training corpus", "--allow-overlap")
+    assert not (tmp_path / "same").exists()
+    fresh = make_pairs(40, seed=77)
+    distinct = {s for s, _ in fresh} - {s for s, _ in pairs}
+    test = _aligned(tmp_path, "test", fresh)
+    run = tmp_path / "run"
+    partial = nmt("train", "--src-file", train[0], "--tgt-file", train[1], "--test-src", test[0],
+                  "--test-tgt", test[1], "--run-dir", run, "--max-steps", "1", *TINY)
+    assert partial.returncode == 0, partial.stderr
+    sources = len({s for s, _ in fresh})
+    shared = sources - len(distinct)
+    assert 0 < shared < sources
+    said = " ".join(partial.stderr.split())
+    assert f"{shared} of {sources} test sources ({shared / sources:.0%}) also occur in the training corpus" in said
+    info = nmt("info", "--checkpoint", run, "--json")
+    import json
+    assert f"{shared} of its {sources} sources" in json.loads(info.stdout)["test set"]
+    allowed = nmt("train", "--src-file", train[0], "--tgt-file", train[1], "--test-src", train[0],
+                  "--test-tgt", train[1], "--run-dir", tmp_path / "allowed", "--max-steps", "1",
+                  "--allow-overlap", *TINY)
+    assert allowed.returncode == 0 and "(100%) also occur" in " ".join(allowed.stderr.split())

@@ -72,6 +72,9 @@ def train(
                                              rich_help_panel="Data")] = None,
     strict: Annotated[bool, Opt(help="Fail on any malformed corpus line instead of skipping it.",
                                 rich_help_panel="Data")] = False,
+    allow_overlap: Annotated[Optional[bool], Opt("--allow-overlap/--no-allow-overlap", help=with_default(
+        "allow_overlap", "Accept a given validation or test set whose every source is also a "
+        "training source (its scores then measure recall)."), rich_help_panel="Data")] = None,
     arch: Annotated[Optional[str], Opt(help=with_default("arch", "gru, or transformer (embed size = hidden size = "
                                                "d_model)."), rich_help_panel="Model")] = None,
     embed_size: Annotated[Optional[int], Opt(help=with_default("embed_size", "Embedding size."),

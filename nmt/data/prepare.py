@@ -34,7 +34,8 @@ def side_pieces(ids: Iterable[int]) -> list[int]:
 
 @dataclass
 class RunData:
-    """A run's tokenizer, encoded training pairs and raw held-out pairs."""
+    """A run's tokenizer, encoded training pairs and raw held-out pairs; ``overlap``: for the
+    validation and test sets, (their sources also among the training sources, their sources)."""
 
     tokenizer: Tokenizer
     train_src: Sequences
@@ -42,6 +43,7 @@ class RunData:
     split: Split
     report: ReadReport
     dropped_long: int
+    overlap: dict[str, tuple[int, int]]
 
     @cached_property
     def source_pieces(self) -> list[int]:
@@ -121,6 +123,35 @@ def split_corpus(cfg: DataConfig, pairs: list[tuple[str, str]]) -> Split:
                  test if test is not None else split.test)
 
 
+def held_out_overlap(cfg: DataConfig, corpus: list[tuple[str, str]], split: Split) -> dict[str, tuple[int, int]]:
+    """For the validation and the test set: how many of their distinct sources also occur as a
+    source of the training corpus, and how many there are. A set held out of the corpus shares
+    none (the split is by source sentence); a given one may share any (a training file itself)."""
+    parts = {"valid": {s for s, _ in split.valid}, "test": {s for s, _ in split.test}}
+    given = {part for part in parts if getattr(cfg, f"{part}_src")}
+    shared: dict[str, set[str]] = {part: set() for part in parts}
+    for src, _ in corpus if given else ():
+        for part in given:
+            if src in parts[part]:
+                shared[part].add(src)
+    return {part: (len(shared[part]), len(parts[part])) for part in parts}
+
+
+def check_overlap(overlap: dict[str, tuple[int, int]], allow: bool) -> None:
+    """Warn about held-out sources that training also has (their scores measure recall, not
+    translation), naming the count and the share; refuse a set that training has whole."""
+    for part, (shared, total) in overlap.items():
+        if not shared:
+            continue
+        what = "validation" if part == "valid" else "test"
+        said = (f"{shared:,} of {total:,} {what} sources ({shared / total:.0%}) also occur in the training "
+                f"corpus, so {what} scores measure how well the model recalls them, not how it translates")
+        if shared == total and not allow:
+            raise SettingError(f"{part}_src", None, said + "; give a held-out set, or {allow_overlap} to "
+                               "train anyway", ("allow_overlap",))
+        log.warning("%s", said)
+
+
 def _check_same_split(run_dir: Path, split: Split, source: str) -> None:
     for name, pairs in (("valid.tsv", split.valid), ("test.tsv", split.test)):
         if read_pairs(run_dir / name) != pairs:
@@ -154,6 +185,8 @@ def prepare_run_data(cfg: DataConfig, run_dir: Path, strict: bool = False,
     if corpus_limit is not None and corpus_limit < len(pairs):
         pairs = random.Random(0).sample(pairs, corpus_limit)
     split = split_corpus(cfg, pairs)
+    overlap = held_out_overlap(cfg, pairs, split)
+    check_overlap(overlap, cfg.allow_overlap)
     log.info("%s: %d training, %d validation, %d test pairs", report.path, len(split.train),
              len(split.valid), len(split.test))
     if tokenizer is None:
@@ -168,7 +201,7 @@ def prepare_run_data(cfg: DataConfig, run_dir: Path, strict: bool = False,
         log.info("dropped %d training pairs longer than %d pieces", dropped, cfg.max_pieces)
     if not train_src:
         raise NmtError(f"{report.path}: no training pairs left after the held-out split")
-    return RunData(tokenizer, train_src, train_tgt, split, report, dropped)
+    return RunData(tokenizer, train_src, train_tgt, split, report, dropped, overlap)
 
 
 def _encode_pairs(tokenizer: Tokenizer, pairs: list[tuple[str, str]], max_pieces: int,

@@ -35,14 +35,21 @@ def _summary(path: Path) -> dict[str, Any]:
     return summary
 
 
-def _held_out(run_dir: Path, config: RunConfig, part: str) -> str:
-    """Where a run's validation or test set came from, and its size."""
+def _held_out(run_dir: Path, config: RunConfig, part: str, summary: dict[str, Any]) -> str:
+    """Where a run's validation or test set came from, its size, and how many of its sources
+    training also had (known once a training session has ended)."""
     path = run_dir / f"{part}.tsv"
     pairs = len(path.read_bytes().splitlines()) if path.is_file() else 0
     d = config.data
     if getattr(d, f"{part}_src"):
-        return f"{pairs} pairs from {getattr(d, f'{part}_src')} + {getattr(d, f'{part}_tgt')}"
-    return f"{pairs} pairs held out of the corpus (at most {getattr(d, f'{part}_size')} source sentences)"
+        origin = f"{pairs} pairs from {getattr(d, f'{part}_src')} + {getattr(d, f'{part}_tgt')}"
+    else:
+        origin = f"{pairs} pairs held out of the corpus (at most {getattr(d, f'{part}_size')} source sentences)"
+    overlap = summary.get("held-out sources also in training", {}).get(part)
+    if isinstance(overlap, dict) and overlap.get("in training"):
+        shared, total = overlap["in training"], overlap.get("sources") or 1
+        origin += f"; {shared:,} of its {total:,} sources ({shared / total:.0%}) also in training"
+    return origin
 
 
 KINDS = {"cross": "encoder-decoder attention", "encoder": "encoder self-attention",
@@ -177,8 +184,8 @@ def model_card(run_dir: Path) -> dict[str, Any]:
         "vocabulary": (f"joint SentencePiece unigram, {m.vocab} pieces: rows for "
                        f"{m.source_pieces or m.vocab} in sources, {m.target_pieces or m.vocab} in targets"),
         "corpus": summary.get("corpus", config.data.corpus or config.data.src_file),
-        "validation set": _held_out(run_dir, config, "valid"),
-        "test set": _held_out(run_dir, config, "test"),
+        "validation set": _held_out(run_dir, config, "valid", summary),
+        "test set": _held_out(run_dir, config, "test", summary),
         "pairs": summary.get("pairs", "unknown (run unfinished)"),
         "training": {"steps": summary.get("steps", records[-1]["step"] if records else 0),
                      "seconds": summary.get("train_seconds"), "device": summary.get("device"),
