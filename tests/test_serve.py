@@ -21,7 +21,7 @@ from conftest import ROOT, nmt
 from nmt.api import load
 from nmt.serve.app import create_app
 from nmt.serve.config import ServeConfig
-from nmt.serve.server import bind, url
+from nmt.serve.server import bind, url, uvicorn_config
 from nmt.tools.inspect import model_card
 
 SENTENCES = ["Tom sees the cat.", "", "Mary likes the big dog today."]
@@ -33,12 +33,13 @@ def models(tiny_run, transformer_run):
 
 
 @contextmanager
-def service(model, **limits):
-    """The application on uvicorn in a thread of this process, on a free loopback port."""
+def service(model, host=None, **limits):
+    """The application on uvicorn, as ``nmt serve`` runs it, in a thread of this process, on a
+    free loopback port; ``host``: the application built as if it listened there."""
     config = ServeConfig(port=0, **limits)
     sock = bind(config)
-    server = uvicorn.Server(uvicorn.Config(create_app(model, config, model_card(model.run)),
-                                           log_config=None, access_log=False))
+    app = create_app(model, config if host is None else replace(config, host=host), model_card(model.run))
+    server = uvicorn.Server(uvicorn_config(app, config, access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -121,13 +122,16 @@ BAD = [  # body, status, what the error says
 
 
 def test_bad_requests_get_json_refusals(models):
-    with service(models["gru"], max_lines=2, max_chars=100, max_beam=4, max_body_bytes=2000) as base:
+    with service(models["gru"], max_lines=2, max_chars=100, max_attention_chars=20, max_beam=4,
+                 max_body_bytes=2000) as base:
         for body, status, message in BAD:
             got, answer = call(base, "/translate", raw=body)
             assert (got, set(answer)) == (status, {"error"}), body
             assert message in answer["error"] and "Traceback" not in answer["error"], answer
         assert call(base, "/attention", {"text": "Tom.", "beam": 2, "rank": 3})[0] == 422
         assert call(base, "/attention", {"text": ""})[0] == 422
+        status, answer = call(base, "/attention", {"text": "x" * 21})  # /translate takes it: its own limit
+        assert status == 422 and "text: String should have at most 20 characters" in answer["error"]
         assert call(base, "/nowhere") == (404, {"error": "Not Found"})
         assert call(base, "/translate")[0] == 405  # a GET
         assert call(base, "/health") == (200, {"status": "ok"})  # and it goes on serving
@@ -185,13 +189,22 @@ def test_slow_or_queued_beyond_the_limits_is_503(models):
     with service(models["gru"], timeout_s=0.05, batch_wait_ms=300) as base:
         status, answer = call(base, "/translate", {"text": ["Tom sees the cat."]})
         assert status == 503 and "longer than the service's limit" in answer["error"]
-    with service(models["gru"], max_lines=2, max_queue_lines=2, batch_wait_ms=60_000) as base:
-        first = threading.Thread(target=call, args=(base, "/translate", {"text": ["a", "b"]}))
+    # Queued work is characters x beam. The first request waits for a batch until its timeout.
+    with service(models["gru"], max_queue_chars=100, batch_wait_ms=60_000, timeout_s=4) as base:
+        first = threading.Thread(target=call, args=(base, "/translate", {"text": ["a" * 40]}))
         first.start()
-        _until(base, 2)
-        status, answer = call(base, "/translate", {"text": ["c"]})
-        attention, _ = call(base, "/attention", {"text": "c"})  # a call counts too
-    assert status == attention == 503 and "busy: 2 lines are waiting" in answer["error"]
+        _until(base, 1)
+        beam_4, answer = call(base, "/translate", {"text": ["b" * 20], "beam": 4})  # 40 + 80 > 100
+        attention, _ = call(base, "/attention", {"text": "c" * 40, "beam": 2})  # a call weighs the same
+        fits, _ = call(base, "/attention", {"text": "c" * 60})  # 40 + 60
+        _, info = call(base, "/info")
+        first.join()
+    assert beam_4 == attention == 503 and fits == 200, answer
+    assert "busy: 40 characters x beam are waiting, and this request's 80 would pass its limit of 100" in \
+        answer["error"]
+    assert info["characters x beam waiting"] == 40 and info["lines waiting"] == 1
+    with service(models["gru"], max_queue_chars=5) as base:  # alone, a request over the limit is taken
+        assert call(base, "/translate", {"text": ["Tom sees the cat."], "beam": 2})[0] == 200
 
 
 def test_only_loopback_addresses_are_private():
@@ -218,8 +231,8 @@ def test_a_port_in_use_or_a_bad_limit_is_one_clear_error(tiny_run):
     assert "Traceback" not in result.stderr
     result = nmt("serve", "--checkpoint", tiny_run, "--max-beam", "0")
     assert result.returncode == 1 and "--max-beam must be a finite number >= 1" in result.stderr
-    result = nmt("serve", "--checkpoint", tiny_run, "--max-queue-lines", "10")
-    assert result.returncode == 1 and "--max-queue-lines (10) must be at least --max-lines (64)" in result.stderr
+    result = nmt("serve", "--checkpoint", tiny_run, "--read-timeout", "0")
+    assert result.returncode == 1 and "--read-timeout must be a finite number > 0" in result.stderr
 
 
 def test_sigterm_answers_the_request_in_flight_then_exits(tiny_run):

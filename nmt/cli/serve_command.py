@@ -30,14 +30,26 @@ def serve(
     = ServeConfig.batch_wait_ms,
     max_batch_lines: Annotated[int, Opt(help="Lines decoded in one batch.")] = ServeConfig.max_batch_lines,
     timeout: Annotated[float, Opt(help="Seconds a request may take before it gets a 503.")] = ServeConfig.timeout_s,
+    read_timeout: Annotated[float, Opt(help="Seconds a client has to send a request's line and headers, and as "
+                                            "many for its body, before a 408 closes the connection.")]
+    = ServeConfig.read_timeout_s,
     max_lines: Annotated[int, Opt(help="Lines in one request.", rich_help_panel=LIMITS)] = ServeConfig.max_lines,
     max_chars: Annotated[int, Opt(help="Characters in one line.", rich_help_panel=LIMITS)] = ServeConfig.max_chars,
+    max_attention_chars: Annotated[int, Opt(help="Characters in an /attention sentence (its map grows with the "
+                                                 "square of the length).", rich_help_panel=LIMITS)]
+    = ServeConfig.max_attention_chars,
     max_beam: Annotated[int, Opt(help="Largest beam a request may ask for.", rich_help_panel=LIMITS)]
     = ServeConfig.max_beam,
     max_body_bytes: Annotated[int, Opt(help="Size of one request body.", rich_help_panel=LIMITS)]
     = ServeConfig.max_body_bytes,
-    max_queue_lines: Annotated[int, Opt(help="Lines waiting before the service answers 503 (busy).",
-                                        rich_help_panel=LIMITS)] = ServeConfig.max_queue_lines,
+    max_queue_chars: Annotated[int, Opt(help="Characters waiting, each counted once per beam, before the service "
+                                             "answers 503 (busy); a larger request is taken when nothing waits.",
+                                        rich_help_panel=LIMITS)] = ServeConfig.max_queue_chars,
+    max_connections: Annotated[int, Opt(help="Open connections; one more is answered 503 and closed.",
+                                        rich_help_panel=LIMITS)] = ServeConfig.max_connections,
+    expose_paths: Annotated[bool, Opt(help="Show the run's paths and library versions in /info when --host is "
+                                           "not a loopback address (a loopback service always does).")]
+    = ServeConfig.expose_paths,
     access_log: Annotated[bool, Opt(help="Log each request.")] = True,
 ) -> None:
     """Serve a trained run over HTTP: POST /translate and /attention, GET /health, /info, the
@@ -50,8 +62,11 @@ def serve(
     from nmt.tools.inspect import model_card
 
     with user_errors():
-        config = ServeConfig(host, port, max_body_bytes, max_lines, max_chars, max_beam, batch_wait_ms,
-                             max_batch_lines, max_queue_lines, timeout)
+        config = ServeConfig(host=host, port=port, max_body_bytes=max_body_bytes, max_lines=max_lines,
+                             max_chars=max_chars, max_attention_chars=max_attention_chars, max_beam=max_beam,
+                             batch_wait_ms=batch_wait_ms, max_batch_lines=max_batch_lines,
+                             max_queue_chars=max_queue_chars, timeout_s=timeout, read_timeout_s=read_timeout,
+                             max_connections=max_connections, expose_paths=expose_paths)
         precision = serving_precision(precision, device)
         sock = bind(config)  # before loading: a port in use should not cost a model load
         try:

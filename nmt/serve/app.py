@@ -1,35 +1,44 @@
 """The HTTP application: FastAPI, for its request validation and the OpenAPI schema it derives
 from the same typed models, on uvicorn (a real ASGI server).
 
-Every refusal is JSON, ``{"error": "..."}``: 400 malformed JSON, 413 a body over the limit,
-422 a request the limits or the model refuse, 503 busy or too slow; never a traceback. No
-request names a file: the run is chosen when the service starts.
+Every refusal is JSON, ``{"error": "..."}``: 400 malformed JSON or HTTP, 408 a request too slow
+to arrive, 413 a body over the limit, 415 a body not declared as JSON, 422 a request the limits
+or the model refuse, 503 busy or too slow; never a traceback. No request names a file: the run
+is chosen when the service starts. A request whose client disconnects while it waits is dropped.
 """
 # No ``from __future__ import annotations``: the request models are built per limits inside
 # a function, and pydantic must see their annotations as objects.
 import asyncio
 import json
+import logging
+from collections.abc import Awaitable
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nmt import __version__
 from nmt.api import Model
 from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
-from nmt.serve.batcher import Batcher, Busy
-from nmt.serve.config import ServeConfig, names_this_machine
+from nmt.serve.batcher import Batcher, Busy, work
+from nmt.serve.config import ServeConfig
+from nmt.serve.middleware import BodyLimit, HeadAsGet, JsonBodies, LocalNamesOnly
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The page may run its own inline script and talk to this service, and nothing else.
 PAGE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
                "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'")
+# What /info shows of the model card to a network: no paths on this machine, no library versions
+PUBLIC_CARD = ("architecture", "sizes", "parameters", "parameters per block", "vocabulary", "pairs", "training",
+               "best validation BLEU", "throughput")
 
 
 class Hypothesis(BaseModel):
@@ -78,7 +87,8 @@ def request_models(config: ServeConfig, kinds: tuple[str, ...]) -> tuple[type[Ba
 
     class AttentionRequest(BaseModel):
         model_config = strict
-        text: Annotated[Line, Field(min_length=1, description="One sentence.")]
+        text: Annotated[str, StringConstraints(min_length=1, max_length=config.max_attention_chars),
+                        Field(description="One sentence.")]
         beam: Beam = 1
         rank: Annotated[int, Field(ge=1, description="Which of the n best: 1 the best.")] = 1
         length_penalty: Penalty = DEFAULT_LENGTH_PENALTY
@@ -96,65 +106,32 @@ def _within_beam(request: BaseModel, field: str) -> BaseModel:
     return request
 
 
-class BodyLimit:
-    """Refuses a request body over ``limit`` bytes with 413 before the application reads it;
-    the body is read here once and handed on."""
-
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        declared = dict(scope["headers"]).get(b"content-length", b"0")
-        if not declared.isdigit() or int(declared) > self.limit:
-            return await self._refuse(scope, receive, send)
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > self.limit:
-                return await self._refuse(scope, receive, send)
-            more = message.get("more_body", False)
-        body: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-
-        async def replay() -> Message:
-            nonlocal body
-            message, body = body, None
-            return message if message is not None else await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = JSONResponse({"error": f"the request body is over the service's limit of {self.limit} bytes"},
-                                status_code=413, headers={"Connection": "close"})
-        await response(scope, receive, send)
+class ClientGone(Exception):
+    """The client disconnected before its answer."""
 
 
-class LocalNamesOnly:
-    """On a loopback address, answers only requests addressed to this machine (Host
-    localhost or a loopback address): a web page elsewhere cannot reach the service by
-    rebinding its own name to 127.0.0.1 (DNS rebinding)."""
+async def unless_gone(request: Request, answer: Awaitable[T], timeout: float) -> T:
+    """``answer``'s result within ``timeout`` seconds (else :class:`TimeoutError`). If the client
+    disconnects first, ``answer`` is cancelled, so a request still queued never reaches the
+    worker, and :class:`ClientGone` is raised."""
+    task, gone = asyncio.ensure_future(answer), asyncio.ensure_future(_disconnected(request))
+    try:
+        done, _ = await asyncio.wait((task, gone), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        task.cancel()
+        gone.cancel()
+    if task in done:
+        return task.result()
+    if gone in done:
+        raise ClientGone
+    raise TimeoutError
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
-            if not _local_name(host):
-                refusal = JSONResponse({"error": f"this service answers requests for this machine only, "
-                                                 f"not for Host {host!r}"}, status_code=400)
-                return await refusal(scope, receive, send)
-        await self.app(scope, receive, send)
-
-
-def _local_name(host: str) -> bool:
-    """Whether a Host header (name or address, and a port) names this machine."""
-    return names_this_machine(host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0])
+async def _disconnected(request: Request) -> None:
+    """Returns when the client disconnects: the body has been read, so the server's next message
+    is ``http.disconnect``, sent when the connection is lost. Nothing else asks for it."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _location(loc: tuple) -> str:
@@ -188,6 +165,12 @@ def _handlers(app: FastAPI) -> None:
         return JSONResponse({"error": "the translation took longer than the service's limit; send fewer or "
                                       "shorter lines, or retry"}, 503, headers={"Retry-After": "1"})
 
+    @app.exception_handler(ClientGone)
+    async def gone(request: Request, e: ClientGone) -> JSONResponse:
+        log.info("%s %s: the client disconnected before its answer; its request was dropped or its answer "
+                 "discarded", request.method, request.url.path)
+        return JSONResponse({"error": "the client disconnected"}, 499)  # nginx's code; nobody receives it
+
     @app.exception_handler(Exception)
     async def failed(request: Request, e: Exception) -> JSONResponse:
         # No logging here: Starlette re-raises after this answer, and uvicorn logs the traceback
@@ -197,7 +180,8 @@ def _handlers(app: FastAPI) -> None:
 def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastAPI:
     """The service of ``model``; ``card`` is the run's model card (``nmt info``)."""
     TranslateRequest, AttentionRequest = request_models(config, model.attention_kinds)
-    batcher = Batcher(model, config.batch_wait_ms / 1000, config.max_batch_lines, config.max_queue_lines)
+    batcher = Batcher(model, config.batch_wait_ms / 1000, config.max_batch_lines, config.max_queue_chars)
+    shown = card if config.loopback or config.expose_paths else {k: card[k] for k in PUBLIC_CARD if k in card}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -205,29 +189,32 @@ def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastA
         yield
         await batcher.stop()
 
-    refusals = {code: {"model": Refusal} for code in (400, 413, 422, 503)}
+    refusals = {code: {"model": Refusal} for code in (400, 408, 413, 415, 422, 503)}
     app = FastAPI(title="nmt", version=__version__, lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Translate with a trained nmt run; see its attention.", responses=refusals)
     _handlers(app)
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    # Innermost first: a body is read whole (bounded in size and time) before its type is judged
+    app.add_middleware(HeadAsGet)
+    app.add_middleware(JsonBodies)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, seconds=config.read_timeout_s)
     if config.loopback:
         app.add_middleware(LocalNamesOnly)
 
     @app.post("/translate", response_model=Translations)
-    async def translate(request: TranslateRequest) -> JSONResponse:
+    async def translate(body: TranslateRequest, request: Request) -> JSONResponse:
         """The n best translations of each line, decoded in a batch with other clients' lines."""
-        results = await asyncio.wait_for(
-            batcher.translate(request.text, request.beam, request.nbest, request.length_penalty), config.timeout_s)
+        answer = batcher.translate(body.text, body.beam, body.nbest, body.length_penalty)
+        results = await unless_gone(request, answer, config.timeout_s)
         # Sent as built: validating it against the response model again cost ~8% of the requests/s
         return JSONResponse({"translations": [[{"text": t.text, "score": t.score, "pieces": t.pieces} for t in hyps]
                                               for hyps in results]})
 
-    def attention_reply(request: Any) -> bytes:
+    def attention_reply(body: Any) -> bytes:
         """The /attention answer, encoded on the worker: a large map takes the event loop seconds."""
-        maps = model.attention(request.text, request.beam, request.rank, request.length_penalty)
-        weights = maps.weights[request.kind]
-        queries, keys = maps.pieces[request.kind]
-        answer = {"source": maps.source, "translation": maps.text, "score": maps.score, "kind": request.kind,
+        maps = model.attention(body.text, body.beam, body.rank, body.length_penalty)
+        weights = maps.weights[body.kind]
+        queries, keys = maps.pieces[body.kind]
+        answer = {"source": maps.source, "translation": maps.text, "score": maps.score, "kind": body.kind,
                   "layers": weights.size(0), "heads": weights.size(1), "queries": queries, "keys": keys,
                   "weights": weights.round(decimals=4).tolist()}
         try:
@@ -236,11 +223,11 @@ def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastA
             raise NmtError("the model gave non-finite attention weights or scores: is the run diverged?") from None
 
     @app.post("/attention", response_model=Attention)
-    async def attention(request: AttentionRequest) -> Response:
+    async def attention(body: AttentionRequest, request: Request) -> Response:
         """Every layer's and head's weights of one attention while the model reads a sentence
         and its ``rank``-th best translation."""
-        body = await asyncio.wait_for(batcher.call(attention_reply, request), config.timeout_s)
-        return Response(body, media_type="application/json")
+        reply = batcher.call(work([body.text], body.beam), attention_reply, body)
+        return Response(await unless_gone(request, reply, config.timeout_s), media_type="application/json")
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -249,10 +236,12 @@ def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastA
 
     @app.get("/info")
     async def info() -> dict[str, Any]:
-        """The model card (as ``nmt info`` shows it), how it decodes, and the request limits."""
-        return {"model": card, "device": str(model.device), "precision": model.precision,
+        """The model card (as ``nmt info`` shows it; beyond loopback, without paths or library
+        versions unless --expose-paths), how it decodes, the request limits and the queue."""
+        return {"model": shown, "device": str(model.device), "precision": model.precision,
                 "attention kinds": list(model.attention_kinds), "limits": config.limits(),
-                "batches decoded": batcher.batches, "lines waiting": batcher.waiting}
+                "batches decoded": batcher.batches, "lines waiting": batcher.waiting,
+                "characters x beam waiting": batcher.work}
 
     page = resources.files("nmt.serve").joinpath("page.html").read_text(encoding="utf-8")
 

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 from nmt.api import Model, Translation
@@ -21,34 +22,64 @@ T = TypeVar("T")
 
 
 class Busy(NmtError):
-    """More lines are waiting than the service queues: the client should retry later."""
+    """More work is waiting than the service queues: the client should retry later."""
+
+
+def work(lines: list[str], beam: int) -> int:
+    """What decoding ``lines`` with ``beam`` weighs in the queue: their characters times the beam.
+    Decoding time follows a line's source pieces (its output's length follows them too) and the
+    beam; a piece covers one character or more, so characters bound the pieces without
+    tokenizing on the event loop."""
+    return beam * sum(len(line) for line in lines)
 
 
 @dataclass
 class _Job:
+    """A request's lines, to be decoded in a batch."""
+
     lines: list[str]
     key: tuple[int, int, float]  # beam, nbest, length penalty: jobs decoded together share it
     future: asyncio.Future
     arrived: float  # loop time
+
+    @property
+    def lines_waiting(self) -> int:
+        return len(self.lines)
+
+    @property
+    def work(self) -> int:
+        return work(self.lines, self.key[0])
+
+
+@dataclass
+class _Call:
+    """A function to run on the worker between batches (an /attention request)."""
+
+    run: Callable[[], Any]
+    work: int
+    future: asyncio.Future
+    lines_waiting = 1
 
 
 class Batcher:
     """Queues translation requests and decodes them in batches on one worker thread.
 
     A batch starts ``wait_s`` after the later of its first request's arrival and the previous
-    batch's end (or at once when ``max_lines`` lines with its settings wait), and takes the waiting requests
-    with the same search settings, up to ``max_lines`` lines (a larger request goes alone).
-    Requests that arrive while a batch is decoded wait for the next one. At most
-    ``max_queue`` lines wait, a call of :meth:`call` counting as one; beyond that
-    :class:`Busy`.
+    batch's end (or at once when ``max_lines`` lines with its settings wait), and takes the
+    waiting requests with the same search settings, up to ``max_lines`` lines (a larger request
+    goes alone). Calls of :meth:`call` run between batches. Nothing queues on the worker itself:
+    a request or call is handed to it only when it is free, so one cancelled while it waits (its
+    client gone, or its timeout passed) is never run. Requests and calls wait while their
+    :func:`work` totals at most ``max_work``; beyond that :class:`Busy`, unless nothing waits (so
+    any request the limits allow can be answered).
     """
 
-    def __init__(self, model: Model, wait_s: float, max_lines: int, max_queue: int) -> None:
-        self.model, self.wait_s, self.max_lines, self.max_queue = model, wait_s, max_lines, max_queue
-        self.batches = 0  # decoded so far: for /info and the tests
-        self._jobs: list[_Job] = []
-        self._current: list[_Job] = []  # the batch being decoded
-        self._calls = 0  # calls waiting for or running on the worker
+    def __init__(self, model: Model, wait_s: float, max_lines: int, max_work: int) -> None:
+        self.model, self.wait_s, self.max_lines, self.max_work = model, wait_s, max_lines, max_work
+        self.batches = 0
+        self._jobs: list[_Job] = []  # waiting, oldest first
+        self._calls: list[_Call] = []  # waiting, oldest first
+        self._current: list[_Job | _Call] = []  # on the worker: a batch or a call
         self._arrival = asyncio.Event()
         self._worker = ThreadPoolExecutor(1, thread_name_prefix="nmt-decode")
         self._task: asyncio.Task | None = None
@@ -67,46 +98,55 @@ class Batcher:
             await asyncio.gather(self._task, return_exceptions=True)
         await asyncio.get_running_loop().run_in_executor(None, self._worker.shutdown)
 
+    def _pending(self) -> list[_Job | _Call]:
+        return [item for item in self._calls + self._jobs + self._current if not item.future.done()]
+
     @property
     def waiting(self) -> int:
-        """Lines queued or being decoded, and calls waiting for the worker."""
-        jobs = (job for job in self._jobs + self._current if not job.future.done())
-        return sum(len(job.lines) for job in jobs) + self._calls
+        """Lines queued or being decoded, a call counting as one."""
+        return sum(item.lines_waiting for item in self._pending())
 
-    def _check_room(self, lines: int) -> None:
+    @property
+    def work(self) -> int:
+        """The :func:`work` of the requests and calls queued or on the worker."""
+        return sum(item.work for item in self._pending())
+
+    def _check_room(self, amount: int) -> None:
         if self._task is None or self._task.done():
             raise Busy("the service is not decoding (it is shutting down)")
-        waiting = self.waiting
-        if waiting + lines > self.max_queue:
-            raise Busy(f"the service is busy: {waiting} lines are waiting; retry later")
+        queued = self.work
+        if queued and queued + amount > self.max_work:
+            raise Busy(f"the service is busy: {queued:,} characters x beam are waiting, and this request's "
+                       f"{amount:,} would pass its limit of {self.max_work:,}; retry later")
 
     async def translate(self, lines: list[str], beam: int, nbest: int, length_penalty: float
                         ) -> list[list[Translation]]:
         """The ``nbest`` best translations of each line, decoded with other requests' lines."""
-        self._check_room(len(lines))
+        self._check_room(work(lines, beam))
         loop = asyncio.get_running_loop()
         job = _Job(lines, (beam, nbest, length_penalty), loop.create_future(), loop.time())
         self._jobs.append(job)
         self._arrival.set()
         return await job.future
 
-    async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on the model's worker thread, between batches; it counts as one line
-        waiting."""
-        self._check_room(1)
-        self._calls += 1
-        try:
-            return await self._on_worker(fn, *args)
-        finally:
-            self._calls -= 1
-
-    async def _on_worker(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
+    async def call(self, amount: int, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on the model's worker thread, between batches; it weighs ``amount`` of
+        :func:`work` in the queue."""
+        self._check_room(amount)
+        call = _Call(partial(fn, *args), amount, asyncio.get_running_loop().create_future())
+        self._calls.append(call)
+        self._arrival.set()
+        return await call.future
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            self._jobs = [job for job in self._jobs if not job.future.done()]  # timed out or gone
+            # Cancelled while they waited: timed out, or their clients left
+            self._jobs = [job for job in self._jobs if not job.future.done()]
+            self._calls = [call for call in self._calls if not call.future.done()]
+            if self._calls:
+                await self._run_call(self._calls.pop(0))
+                continue
             if not self._jobs:
                 self._arrival.clear()
                 await self._arrival.wait()
@@ -117,14 +157,12 @@ class Batcher:
             delay = max(first.arrived, self._last_end) + self.wait_s - loop.time()
             if delay > 0 and sum(len(job.lines) for job in self._jobs if job.key == first.key) < self.max_lines:
                 self._arrival.clear()
-                try:  # woken by each arrival, to start at once when the batch is full
+                try:  # woken by each arrival, to start at once when the batch is full or a call comes
                     await asyncio.wait_for(self._arrival.wait(), delay)
                 except TimeoutError:
                     pass
                 continue
-            self._current = self._take()
-            await self._decode(self._current)
-            self._current = []
+            await self._decode(self._take())
             self._last_end = loop.time()
 
     def _stopped(self, task: asyncio.Task) -> None:
@@ -133,9 +171,8 @@ class Batcher:
         if not task.cancelled() and task.exception() is not None:
             log.error("the batcher failed", exc_info=task.exception())
             error = Busy("the service's batcher failed; the log has the details")
-        for job in self._jobs + self._current:
-            if not job.future.done():
-                job.future.set_exception(error)
+        for item in self._pending():
+            item.future.set_exception(error)
 
     def _take(self) -> list[_Job]:
         """The oldest job and the waiting jobs with its settings, up to ``max_lines`` lines."""
@@ -154,14 +191,39 @@ class Batcher:
         lines = [line for job in batch for line in job.lines]
         self.batches += 1
         try:
-            results = await self._on_worker(self.model.translate, lines, beam, nbest, length_penalty)
+            run = partial(self.model.translate, lines, beam, nbest, length_penalty)
+            results = await self._on_worker(batch, run)
         except Exception as e:  # each request gets the error; the service goes on
             for job in batch:
-                if not job.future.done():
-                    job.future.set_exception(e)
+                _settle(job.future, error=e)
             return
         start = 0
         for job in batch:
-            if not job.future.done():
-                job.future.set_result(results[start:start + len(job.lines)])
+            _settle(job.future, results[start:start + len(job.lines)])
             start += len(job.lines)
+
+    async def _run_call(self, call: _Call) -> None:
+        try:
+            result = await self._on_worker([call], call.run)
+        except Exception as e:  # the request gets the error; the service goes on
+            _settle(call.future, error=e)
+        else:
+            _settle(call.future, result)
+
+    async def _on_worker(self, items: list[_Job] | list[_Call], run: Callable[[], T]) -> T:
+        """``run()`` on the worker thread, for ``items``. Left set if cancelled (the service
+        stops), ``_current`` tells :meth:`_stopped` whom to answer."""
+        self._current = list(items)
+        result = await asyncio.get_running_loop().run_in_executor(self._worker, run)
+        self._current = []
+        return result
+
+
+def _settle(future: asyncio.Future, result: Any = None, error: Exception | None = None) -> None:
+    """Give ``future`` its result or error, unless it has one (its request timed out or left)."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

@@ -15,8 +15,11 @@ class ServeConfig:
 
     A batch starts ``batch_wait_ms`` after the later of its first request's arrival and the
     previous batch's end, and holds at most ``max_batch_lines`` lines of requests with the same
-    search settings (:class:`nmt.serve.batcher.Batcher`); ``max_queue_lines`` lines may wait
-    before the service answers 503; a request not answered within ``timeout_s`` gets a 503 too.
+    search settings (:class:`nmt.serve.batcher.Batcher`). Queued work is weighed in characters
+    times beam: past ``max_queue_chars`` the service answers 503, as it does to a request not
+    answered within ``timeout_s``. A client has ``read_timeout_s`` for a request's headers and
+    then as long for its body; at most ``max_connections`` connections are open at once. /info
+    shows the run's paths and library versions on a loopback ``host``, or with ``expose_paths``.
     """
 
     host: str = "127.0.0.1"
@@ -24,23 +27,27 @@ class ServeConfig:
     max_body_bytes: int = 64 * 1024
     max_lines: int = 64
     max_chars: int = 1000
+    # An attention map grows with the square of the sentence's length: at 1,000 characters one
+    # /attention kept the worker 1.4-3.8 s (issue 39); 300 is a long sentence and a tenth of that map
+    max_attention_chars: int = 300
     max_beam: int = 8
     batch_wait_ms: float = 5.0
     max_batch_lines: int = 64
-    max_queue_lines: int = 4096
+    # About what the limit of 4,096 lines that it replaced held at 60 characters a line
+    max_queue_chars: int = 250_000
     timeout_s: float = 30.0
+    read_timeout_s: float = 10.0
+    max_connections: int = 256
+    expose_paths: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if f.name != "host":
+            if f.type in ("int", "float"):
                 self._check(f.name, getattr(self, f.name))
-        if self.max_queue_lines < self.max_lines:
-            raise NmtError(f"--max-queue-lines ({self.max_queue_lines}) must be at least --max-lines "
-                           f"({self.max_lines}): a request of --max-lines lines must fit in the queue")
 
     @staticmethod
     def _check(name: str, value: float) -> None:
-        if name == "timeout_s":
+        if name in ("timeout_s", "read_timeout_s"):
             ok, wanted = value > 0, "> 0"
         elif name == "port":
             ok, wanted = 0 <= value <= 65535, "between 0 and 65535"
@@ -57,12 +64,12 @@ class ServeConfig:
 
     def limits(self) -> dict[str, Any]:
         """What a client may send, as /info reports it."""
-        return {k: v for k, v in asdict(self).items() if k not in ("host", "port")}
+        return {k: v for k, v in asdict(self).items() if k not in ("host", "port", "expose_paths")}
 
 
 def flag(setting: str) -> str:
     """The ``nmt serve`` flag of a :class:`ServeConfig` field."""
-    return "--timeout" if setting == "timeout_s" else "--" + setting.replace("_", "-")
+    return "--" + setting.removesuffix("_s").replace("_", "-")
 
 
 def names_this_machine(name: str) -> bool:

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 
 from nmt.errors import NmtError
 from nmt.serve.config import ServeConfig
+from nmt.serve.protocol import protocol
 
 
 def bind(config: ServeConfig) -> socket.socket:
@@ -49,13 +50,19 @@ def serving_precision(precision: str, device: str) -> str:
     return precision
 
 
+def uvicorn_config(app: FastAPI, config: ServeConfig, access_log: bool) -> uvicorn.Config:
+    """uvicorn's settings for ``app``: nmt's HTTP/1.1 protocol (bounded, refusals in JSON), no
+    WebSocket (the service has none, and an upgraded connection would leave the protocol's
+    bounds), and a graceful shutdown as long as a request may take."""
+    return uvicorn.Config(app, http=protocol(config), ws="none", log_config=None, access_log=access_log,
+                          timeout_graceful_shutdown=config.timeout_s + 5, server_header=False)
+
+
 def serve(app: FastAPI, config: ServeConfig, sock: socket.socket, access_log: bool) -> None:
     """Serve ``app`` on ``sock``, which the caller owns, until a signal. SIGTERM drains (uvicorn
     answers the requests in flight, each bounded by the request timeout) and then exits with
     status 0."""
-    server = uvicorn.Server(uvicorn.Config(
-        app, log_config=None, access_log=access_log, timeout_graceful_shutdown=config.timeout_s + 5,
-        server_header=False))
+    server = uvicorn.Server(uvicorn_config(app, config, access_log))
     # uvicorn re-raises the signal that stopped it once it has drained: make SIGTERM's a clean exit
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
