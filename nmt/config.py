@@ -14,11 +14,19 @@ from typing import Any
 import yaml
 
 from nmt.encoding import conversion_hint, wide_encoding
-from nmt.errors import NmtError
+from nmt.errors import SettingError
 
 
-class ConfigError(NmtError):
-    """A config file or option has an unknown key or an invalid value."""
+class ConfigError(SettingError):
+    """A config file or option has an unknown key or an invalid value: ``ConfigError(setting,
+    value, reason[, mentions])`` as a SettingError, or ``ConfigError(text)`` about no one setting."""
+
+    def __init__(self, setting_or_text: str | None, value: object = None, reason: str | None = None,
+                 mentions: tuple[str, ...] = ()) -> None:
+        if reason is None:
+            super().__init__(None, None, str(setting_or_text))
+        else:
+            super().__init__(setting_or_text, value, reason, mentions)
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,9 @@ class ModelConfig:
     tie_embeddings: bool = False  # transformer: the decoder's input embedding is its output layer's weight
     tokenizer_sha256: str = ""  # of the run's spm.model, checked on every load; set by nmt train
 
+
+# Model settings with no flag of their own: YAML-only, or set by nmt train from the data
+NO_FLAG = ("init_range", "vocab", "source_pieces", "target_pieces", "tokenizer_sha256")
 
 DEFAULT_EPOCHS = 10
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # what each means: nmt/runtime/precision.py
@@ -134,67 +145,72 @@ class RunConfig:
         return new
 
     def validate(self) -> None:
-        """Raise ConfigError on values no run could use."""
+        """Raise ConfigError on values no run could use, naming each setting as a
+        :class:`~nmt.errors.SettingError` does (the CLI shows flags)."""
         for section in (self.data, self.model, self.train):
             for f in fields(section):
                 _check_type(f.name, getattr(section, f.name), f.type)
-        d, m, t = self.data, self.model, self.train
-        _check(d.corpus is None or (d.src_file is None and d.tgt_file is None),
-               "give either --corpus or --src-file/--tgt-file, not both")
-        _check((d.src_file is None) == (d.tgt_file is None),
-               "--src-file and --tgt-file go together")
+        self._validate_data()
+        self._validate_model()
+        self._validate_train()
+
+    def _validate_data(self) -> None:
+        d = self.data
+        _check(d.corpus is None or (d.src_file is None and d.tgt_file is None), None, None,
+               "give either {corpus} or {src_file}/{tgt_file}, not both", ("corpus", "src_file", "tgt_file"))
+        _check((d.src_file is None) == (d.tgt_file is None), None, None,
+               "{src_file} and {tgt_file} go together", ("src_file", "tgt_file"))
         for part in ("valid", "test"):
-            _check((getattr(d, f"{part}_src") is None) == (getattr(d, f"{part}_tgt") is None),
-                   f"--{part}-src and --{part}-tgt go together")
-        for name, value in [("valid_size", d.valid_size), ("test_size", d.test_size)]:
-            _check(value >= 0, f"{name} must be >= 0, got {value}")
-        _check(d.max_pieces >= 4, f"max_pieces must be >= 4, got {d.max_pieces}")
-        _check(d.vocab_size >= 16, f"vocab_size must be >= 16, got {d.vocab_size}")
+            _check((getattr(d, f"{part}_src") is None) == (getattr(d, f"{part}_tgt") is None), None, None,
+                   f"{{{part}_src}} and {{{part}_tgt}} go together", (f"{part}_src", f"{part}_tgt"))
+        _at_least(d, "valid_size", 0)
+        _at_least(d, "test_size", 0)
+        _at_least(d, "max_pieces", 4)
+        _at_least(d, "vocab_size", 16)
+
+    def _validate_model(self) -> None:
+        m = self.model
         for name in ("embed_size", "hidden_size", "layers"):
-            _check(getattr(m, name) >= 1, f"{name} must be >= 1, got {getattr(m, name)}")
-        _check(not m.bidirectional or m.hidden_size % 2 == 0,
-               f"a bidirectional encoder needs an even hidden_size, got {m.hidden_size}")
-        _check(0 <= m.dropout < 1, f"dropout must be in [0, 1), got {m.dropout}")
-        _check(m.decoder in ("input_feeding", "bahdanau"),
-               f"decoder must be input_feeding or bahdanau, got {m.decoder!r}")
-        _check(m.arch in ("gru", "transformer"), f"arch must be gru or transformer, got {m.arch!r}")
+            _at_least(m, name, 1)
+        _check(not m.bidirectional or m.hidden_size % 2 == 0, "hidden_size", m.hidden_size,
+               "a bidirectional encoder needs an even size")
+        _check(0 <= m.dropout < 1, "dropout", m.dropout, "must be in [0, 1)")
+        _choice(m, "decoder", ("input_feeding", "bahdanau"))
+        _choice(m, "arch", ("gru", "transformer"))
         if m.arch == "transformer":
-            _check(m.embed_size == m.hidden_size,
-                   f"a transformer has one size: embed_size {m.embed_size} must equal hidden_size {m.hidden_size}")
-            _check(m.heads >= 1 and m.hidden_size % m.heads == 0,
-                   f"hidden_size {m.hidden_size} must be a multiple of heads ({m.heads})")
-            _check(m.hidden_size % 2 == 0, f"a transformer needs an even hidden_size, got {m.hidden_size}")
-            _check(m.ff_size >= 1, f"ff_size must be >= 1, got {m.ff_size}")
-        _check(m.norm in ("pre", "post"), f"norm must be pre or post, got {m.norm!r}")
-        _check(not m.tie_embeddings or m.arch == "transformer",
-               "tie_embeddings is a transformer setting (--arch transformer)")
-        _check(m.attention in ("additive", "dot"),
-               f"attention must be additive or dot, got {m.attention!r}")
-        _check(m.init_range >= 0, f"init_range must be >= 0, got {m.init_range}")
+            _check(m.embed_size == m.hidden_size, "embed_size", m.embed_size,
+                   f"a transformer has one size, d_model: it must equal {{hidden_size}} ({m.hidden_size})",
+                   ("hidden_size",))
+            _at_least(m, "heads", 1)
+            _check(m.hidden_size % m.heads == 0, "hidden_size", m.hidden_size,
+                   f"must be a multiple of {{heads}} ({m.heads})", ("heads",))
+            _check(m.hidden_size % 2 == 0, "hidden_size", m.hidden_size, "a transformer needs an even size")
+            _at_least(m, "ff_size", 1)
+        _choice(m, "norm", ("pre", "post"))
+        _check(not m.tie_embeddings or m.arch == "transformer", "tie_embeddings", None,
+               "is a transformer setting ({arch} transformer)", ("arch",))
+        _choice(m, "attention", ("additive", "dot"))
+        _check(0 <= m.init_range <= 1, "init_range", m.init_range,
+               "must be in [0, 1] (weights start uniform in ±init_range; 0: PyTorch's own)")
         for name in ("source_pieces", "target_pieces"):
-            _check(0 <= getattr(m, name) <= m.vocab or not m.vocab,
-                   f"{name} must be in [0, vocab], got {getattr(m, name)}")
-        _check(t.epochs is None or t.epochs >= 1, f"epochs must be >= 1, got {t.epochs}")
-        _check(t.max_steps is None or t.max_steps >= 1, f"max_steps must be >= 1, got {t.max_steps}")
-        _check(t.max_minutes is None or t.max_minutes > 0,
-               f"max_minutes must be > 0, got {t.max_minutes}")
-        _check(t.batch_size >= 1, f"batch_size must be >= 1, got {t.batch_size}")
-        _check(t.accum >= 1, f"accum must be >= 1, got {t.accum}")
-        _check(t.max_pass_pieces >= 0, f"max_pass_pieces must be >= 0, got {t.max_pass_pieces}")
-        _check(t.batch_tokens is None or t.batch_tokens >= 1,
-               f"batch_tokens must be >= 1, got {t.batch_tokens}")
-        _check(t.lr > 0, f"lr must be > 0, got {t.lr}")
-        _check(0 < t.lr_decay <= 1, f"lr_decay must be in (0, 1], got {t.lr_decay}")
-        _check(t.clip > 0, f"clip must be > 0, got {t.clip}")
-        _check(0 <= t.label_smoothing < 1, f"label_smoothing must be in [0, 1), got {t.label_smoothing}")
-        _check(t.valid_every >= 0, f"valid_every must be >= 0, got {t.valid_every}")
-        _check(t.valid_bleu_size >= 1, f"valid_bleu_size must be >= 1, got {t.valid_bleu_size}")
-        _check(t.patience >= 0, f"patience must be >= 0, got {t.patience}")
-        _check(t.threads >= 0, f"threads must be >= 0, got {t.threads}")
-        _check(t.kernels in ("fast", "reference"), f"kernels must be fast or reference, got {t.kernels!r}")
-        _check(t.schedule in ("plateau", "noam"), f"schedule must be plateau or noam, got {t.schedule!r}")
-        _check(t.warmup_steps >= 1, f"warmup_steps must be >= 1, got {t.warmup_steps}")
-        _check(t.precision in PRECISIONS, f"precision must be {', '.join(PRECISIONS)}, got {t.precision!r}")
+            _check(0 <= getattr(m, name) <= m.vocab or not m.vocab, name, getattr(m, name),
+                   f"must be in [0, vocab {m.vocab}]")
+
+    def _validate_train(self) -> None:
+        t = self.train
+        for name in ("epochs", "max_steps", "batch_size", "accum", "batch_tokens", "valid_bleu_size",
+                     "warmup_steps"):
+            _at_least(t, name, 1)
+        for name in ("max_pass_pieces", "valid_every", "patience", "threads"):
+            _at_least(t, name, 0)
+        _check(t.max_minutes is None or t.max_minutes > 0, "max_minutes", t.max_minutes, "must be > 0")
+        _check(t.lr > 0, "lr", t.lr, "must be > 0")
+        _check(0 < t.lr_decay <= 1, "lr_decay", t.lr_decay, "must be in (0, 1]")
+        _check(t.clip > 0, "clip", t.clip, "must be > 0")
+        _check(0 <= t.label_smoothing < 1, "label_smoothing", t.label_smoothing, "must be in [0, 1)")
+        _choice(t, "kernels", ("fast", "reference"))
+        _choice(t, "schedule", ("plateau", "noam"))
+        _choice(t, "precision", PRECISIONS)
 
 
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
@@ -210,13 +226,23 @@ def _check_type(name: str, value: Any, annotation: str) -> None:
         return
     allowed = tuple(t for o in options for t in _TYPES.get(o, ()))
     if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-        raise ConfigError(f"{name} must be {' or '.join(o for o in options if o != 'None')}, "
-                          f"got {value!r}")
+        raise ConfigError(name, None, f"must be {' or '.join(o for o in options if o != 'None')}, "
+                                      f"got {value!r}")
 
 
-def _check(ok: bool, message: str) -> None:
+def _check(ok: bool, setting: str | None, value: Any, reason: str, mentions: tuple[str, ...] = ()) -> None:
     if not ok:
-        raise ConfigError(message)
+        raise ConfigError(setting, value, reason, mentions)
+
+
+def _at_least(section: Any, name: str, minimum: int) -> None:
+    value = getattr(section, name)
+    _check(value is None or value >= minimum, name, value, f"must be >= {minimum}")
+
+
+def _choice(section: Any, name: str, choices: tuple[str, ...]) -> None:
+    value = getattr(section, name)
+    _check(value in choices, name, repr(value), f"must be {', '.join(choices[:-1])} or {choices[-1]}")
 
 
 def _section_of(key: str) -> str:

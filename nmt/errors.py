@@ -9,8 +9,9 @@ class NmtError(Exception):
     """A problem with the user's input, files or environment, not a bug in nmt."""
 
 
-class SettingError(NmtError):
-    """A setting's value cannot be used, or another setting is needed.
+class SettingMessage:
+    """Something to say about a setting's value: why it cannot be used (in a
+    :class:`SettingError`), or what it will do (a warning logged as the message object itself).
 
     The library names settings as it knows them (``device cuda:3: only 1 CUDA device(s)
     here``); a front end names them its own way (the CLI: ``--device cuda:3: ...``) with
@@ -18,10 +19,8 @@ class SettingError(NmtError):
     in ``mentions``; nothing else in it is substituted, so it may quote any text.
     """
 
-    def __init__(self, setting: str | None, value: object, reason: str,
-                 mentions: tuple[str, ...] = ()) -> None:
+    def __init__(self, setting: str | None, value: object, reason: str, mentions: tuple[str, ...] = ()) -> None:
         self.setting, self.value, self.reason, self.mentions = setting, value, reason, mentions
-        super().__init__(self.render(lambda name: name))
 
     def render(self, name_of: Callable[[str], str]) -> str:
         """The message with every setting named by ``name_of``."""
@@ -32,3 +31,20 @@ class SettingError(NmtError):
             return reason
         head = name_of(self.setting) + ("" if self.value is None else f" {self.value}")
         return f"{head}: {reason}"
+
+    def __str__(self) -> str:
+        return self.render(lambda name: name)
+
+
+class SettingError(NmtError):
+    """A setting's value cannot be used, or another setting is needed (a
+    :class:`SettingMessage` says which, and why)."""
+
+    def __init__(self, setting: str | None, value: object, reason: str,
+                 mentions: tuple[str, ...] = ()) -> None:
+        self.message = SettingMessage(setting, value, reason, mentions)
+        super().__init__(str(self.message))
+
+    def render(self, name_of: Callable[[str], str]) -> str:
+        """The message with every setting named by ``name_of``."""
+        return self.message.render(name_of)

@@ -71,7 +71,7 @@ def test_translate_uses_newest_run_without_checkpoint(memorised_run, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["train", "--corpus", "/nonexistent/corpus.tsv", "--run-dir", "{tmp}/r"], "/nonexistent/corpus.tsv: no such file"),
     (["train", "--device", "cuda:7", "--run-dir", "{tmp}/r"], "--device cuda:7"),
-    (["train", "--dropout", "2", "--run-dir", "{tmp}/r"], "dropout must be in"),
+    (["train", "--dropout", "2", "--run-dir", "{tmp}/r"], "--dropout 2.0: must be in"),
     (["translate", "--checkpoint", "{tmp}/none", "hello"], "not a run directory"),
     (["translate", "--precision", "int16", "hello"], "--precision int16: use auto, fp32, bf16, fp16, int8"),
 ])

@@ -320,7 +320,7 @@ def test_a_tiny_vocabulary_is_raised_to_what_the_characters_need(corpus, tmp_pat
     args = [a if a != "60" else "16" for a in TINY]
     result = nmt("train", "--corpus", str(corpus), "--run-dir", str(tmp_path / "r"), "--max-steps", "1", *args)
     assert result.returncode == 0, result.stderr
-    assert "vocabulary size 16 is below" in " ".join(result.stderr.split())
+    assert "--vocab-size 16: below the" in " ".join(result.stderr.split())
 
 
 @pytest.mark.parametrize("args, message", [
@@ -328,7 +328,7 @@ def test_a_tiny_vocabulary_is_raised_to_what_the_characters_need(corpus, tmp_pat
     (["translate", "--checkpoint", "{run}", "hi", "--beam", "2", "--length-penalty", "nan"], "--length-penalty"),
     (["eval", "--checkpoint", "{run}", "--beam", "2", "--length-penalty", "inf", "--json"], "--length-penalty"),
     (["eval", "--checkpoint", "{run}", "--hyp-out", "{tmp}"], "--hyp-out {tmp}: is a directory"),
-    (["train", "--corpus", "{corpus}", "--run-dir", "{tmp}/r", "--valid-bleu-size", "0"], "valid_bleu_size must be >= 1"),
+    (["train", "--corpus", "{corpus}", "--run-dir", "{tmp}/r", "--valid-bleu-size", "0"], "--valid-bleu-size 0: must be >= 1"),
     (["train", "--corpus", "{corpus}", "--run-dir", "{tmp}/r", "--valid-src", "{corpus}"], "--valid-src and --valid-tgt"),
 ])
 def test_more_mistakes_give_one_clear_line(tiny_run, corpus, tmp_path, args, message):
@@ -362,7 +362,7 @@ def test_given_validation_and_test_sets_replace_the_carved_ones(corpus, tmp_path
     scored = json.loads(nmt("eval", "--checkpoint", str(run), "--json").stdout)
     assert scored["sentences"] == 7 and scored["test_set"].startswith(str(tmp_path / "test.en"))
     card = json.loads(nmt("info", "--checkpoint", str(run), "--json").stdout)
-    assert card["validation set"] == f"5 pairs from {tmp_path / 'valid.en'} + {tmp_path / 'valid.fr'}"
+    assert card["validation set"].startswith(f"5 pairs from {tmp_path / 'valid.en'} + {tmp_path / 'valid.fr'}")
     assert card["test set"].startswith("7 pairs from")
     pairs = json.loads((run / "run.json").read_text())["pairs"]
     assert pairs["train"] + pairs["dropped_long"] == 300  # nothing carved out of the corpus

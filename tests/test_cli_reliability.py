@@ -173,10 +173,10 @@ def test_odd_and_huge_translate_inputs_keep_line_counts(tiny_run, tmp_path):
     (["eval", "--checkpoint", "{run}", "--src", "{tmp}/x"], "--src and --ref go together"),
     (["attn-plot", "--checkpoint", "{run}", "hi", "-o", "{tmp}/a.bmp"], "unknown figure format"),
     (["attn-plot", "--checkpoint", "{run}", "\u200b", "-o", "{tmp}/a.png"], "some text"),
-    (["eval", "--checkpoint", "{run}", "--batch-size", "0"], "--batch-size must be >= 1"),
+    (["eval", "--checkpoint", "{run}", "--batch-size", "0"], "--batch-size 0: must be >= 1"),
     (["translate", "--checkpoint", "{run}", "hi", "--beam", "0"], "--beam 0: must be >= 1"),
-    (["bench", "--steps", "0"], "--steps must be >= 1"),
-    (["train", "--config", "{cfg}"], "embed_size must be int"),
+    (["bench", "--steps", "0"], "--steps 0: must be >= 1"),
+    (["train", "--config", "{cfg}"], "--embed-size: must be int"),
 ])
 def test_user_mistakes_give_one_clear_line(tiny_run, tmp_path, args, message):
     (tmp_path / "bad.yaml").write_text("embed_size: 8.5\n")

@@ -139,3 +139,47 @@ def test_a_test_set_that_training_has_is_refused_and_a_partial_one_is_counted(tm
                   "--test-tgt", train[1], "--run-dir", tmp_path / "allowed", "--max-steps", "1",
                   "--allow-overlap", *TINY)
     assert allowed.returncode == 0 and "(100%) also occur" in " ".join(allowed.stderr.split())
+
+
+# --- what a new user trips over ---------------------------------------------------------
+
+def test_settings_that_quietly_go_wrong_are_warned_about_by_flag(corpus, tmp_path):
+    run = tmp_path / "run"
+    sizes = [a if a not in ("8", "12") else "16" for a in TINY]
+    result = nmt("train", "--corpus", corpus, "--run-dir", run, "--max-steps", "3", *sizes, "--arch",
+                 "transformer", "--heads", "2", "--ff-size", "16", "--vocab-size", "100000", "--test-size",
+                 "100000", "--threads", "1000")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    for warning in ["--vocab-size 100000: this corpus gives", "--test-size 100000: the corpus has",
+                    "a held-out set takes at most a tenth of them: 2",
+                    "--threads 1000: more threads than the", "--warmup-steps 400: longer than the 3 steps",
+                    "never reaches --lr 0.001", "the validation set has 5 sentence(s)",
+                    "--valid-size 0 to keep the newest weights"]:
+        assert warning in said, warning
+    again = nmt("train", "--resume", run, "--max-steps", "3")
+    assert again.returncode == 0
+    assert "the budget is already reached at step 3: --epochs, --max-steps and --max-minutes" in \
+        " ".join(again.stderr.split())
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--arch", "transformer", "--heads", "0"], "--heads 0: must be >= 1"),
+    (["--arch", "transformer", "--hidden-size", "30", "--embed-size", "30", "--heads", "4"],
+     "--hidden-size 30: must be a multiple of --heads (4)"),
+    (["--tie-embeddings"], "--tie-embeddings: is a transformer setting (--arch transformer)"),
+])
+def test_config_errors_name_the_flags_typed(tmp_path, args, message):
+    _clean_error(nmt("train", "--run-dir", tmp_path / "r", *args), message)
+
+
+def test_init_range_and_empty_given_sets_are_clear(corpus, tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("init_range: 1000\n")
+    _clean_error(nmt("train", "--config", config, "--run-dir", tmp_path / "r"), "init_range 1000: must be in [0, 1]")
+    (tmp_path / "v.en").write_text("")
+    (tmp_path / "v.fr").write_text("")
+    _clean_error(nmt("train", "--corpus", corpus, "--run-dir", tmp_path / "r", "--valid-src", tmp_path / "v.en",
+                     "--valid-tgt", tmp_path / "v.fr", *TINY),
+                 f"--valid-src {tmp_path / 'v.en'}: empty (with --valid-tgt {tmp_path / 'v.fr'}); a validation set "
+                 "needs at least one pair")

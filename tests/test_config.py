@@ -23,10 +23,20 @@ def test_invalid_values_are_rejected():
         build_config({}, {"dropout": 1.5})
     with pytest.raises(ConfigError, match="not both"):
         build_config({}, {"corpus": "a", "src_file": "b", "tgt_file": "c"})
-    with pytest.raises(ConfigError, match="even hidden_size"):
+    with pytest.raises(ConfigError, match="^hidden_size 7: a bidirectional encoder needs an even size"):
         build_config({}, {"hidden_size": 7})
-    with pytest.raises(ConfigError, match="decoder must be input_feeding or bahdanau, got 'luong'"):
+    with pytest.raises(ConfigError, match="^decoder 'luong': must be input_feeding or bahdanau"):
         build_config({"decoder": "luong"}, {})
+    with pytest.raises(ConfigError, match=r"^init_range 1000: must be in \[0, 1\]"):
+        build_config({"init_range": 1000}, {})
+
+
+def test_errors_name_settings_as_each_front_end_does():
+    with pytest.raises(ConfigError) as refused:
+        build_config({}, {"arch": "transformer", "hidden_size": 32, "embed_size": 32, "heads": 3})
+    assert str(refused.value) == "hidden_size 32: must be a multiple of heads (3)"
+    assert refused.value.render(lambda name: "--" + name.replace("_", "-")) == \
+        "--hidden-size 32: must be a multiple of --heads (3)"
 
 
 def test_saved_config_round_trips(tmp_path):

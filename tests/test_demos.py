@@ -81,7 +81,7 @@ def test_the_cli_lists_runs_and_writes_each_figure(tmp_path, tiny_run):
 
 @pytest.mark.parametrize("args, message", [
     (["nonsense"], "no demo named 'nonsense'"),
-    (["pooling", "--epochs", "0"], "--epochs must be >= 1"),
+    (["pooling", "--epochs", "0"], "--epochs 0: must be >= 1"),
     (["pooling", "--lr", "nan"], "--lr must be a finite number > 0"),
     (["pooling", "-o", "x.gif"], "unknown figure format '.gif'"),
     (["all", "-o", "x.png"], "give a directory"),

@@ -11,7 +11,7 @@ from rich.logging import RichHandler
 
 from nmt import __version__
 from nmt.cli import demo_command, serve_command, tool_commands
-from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, KernelsOpt, Opt, PenaltyOpt,
+from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, FlagNames, KernelsOpt, Opt, PenaltyOpt,
                              PrecisionOpt, at_least, err, load_translator, user_errors, with_default)
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
 from nmt.config import build_config, load_config_file, read_run_config
@@ -41,8 +41,9 @@ def _main(
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     if environment_rank():  # a worker of several: rank 0 alone reports progress
         level = max(level, logging.WARNING)
-    logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]", force=True,
-                        handlers=[RichHandler(console=err, show_path=False)])
+    handler = RichHandler(console=err, show_path=False)
+    handler.addFilter(FlagNames())
+    logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]", force=True, handlers=[handler])
 
 
 @app.command(epilog="Example: nmt train --corpus data/fra-eng/fra.txt --max-minutes 30")

@@ -11,8 +11,8 @@ from typing import Annotated, Any, Iterator, Optional
 import typer
 from rich.console import Console
 
-from nmt.config import arch_defaults_of, default_of
-from nmt.errors import NmtError, SettingError
+from nmt.config import NO_FLAG, arch_defaults_of, default_of
+from nmt.errors import NmtError, SettingError, SettingMessage
 from nmt.inference.settings import check_search
 
 err = Console(stderr=True)
@@ -35,12 +35,23 @@ def user_errors() -> Iterator[None]:
 
 
 def flag(setting: str) -> str:
-    return "--" + setting.replace("_", "-")
+    """The flag of a setting (``hidden_size``: ``--hidden-size``); the config key of one that
+    has none."""
+    return setting if setting in NO_FLAG else "--" + setting.replace("_", "-")
+
+
+class FlagNames(logging.Filter):
+    """A warning about a setting (:class:`nmt.errors.SettingMessage`) names it by its flag."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, SettingMessage):
+            record.msg, record.args = record.msg.render(flag), ()
+        return True
 
 
 def at_least(name: str, value: int, minimum: int = 1) -> None:
     if value < minimum:
-        raise NmtError(f"{name} must be >= {minimum}, got {value}")
+        raise NmtError(f"{name} {value}: must be >= {minimum}")
 
 
 def with_default(key: str, text: str) -> str:

@@ -103,20 +103,25 @@ def absolute_sources(cfg: DataConfig) -> dict[str, str]:
     return {key: str(Path(path).resolve()) for key, path in paths.items()}
 
 
-def read_given_set(src: str, tgt: str) -> list[tuple[str, str]]:
-    """A validation or test set given as two aligned files: every line must be a usable pair,
-    so its segments are the files' lines, as published."""
+def read_given_set(cfg: DataConfig, part: str) -> list[tuple[str, str]]:
+    """The validation or test set (``part``) given as two aligned files: every line must be a
+    usable pair, so its segments are the files' lines, as published."""
+    src, tgt = getattr(cfg, f"{part}_src"), getattr(cfg, f"{part}_tgt")
     pairs, report = parallel_pairs(Path(src), Path(tgt))
-    if report.skipped or not pairs:
-        raise NmtError(f"{report.summary()}: a validation or test set needs a usable pair on every line")
+    what = "validation" if part == "valid" else "test"
+    if not report.skipped and not pairs:
+        raise SettingError(f"{part}_src", src, f"empty (with {{{part}_tgt}} {tgt}); a {what} set needs "
+                           "at least one pair", (f"{part}_tgt",))
+    if report.skipped:
+        raise NmtError(f"{report.summary()}: a {what} set needs a usable pair on every line")
     return pairs
 
 
 def split_corpus(cfg: DataConfig, pairs: list[tuple[str, str]]) -> Split:
     """The held-out split: given validation and test files where there are, the rest carved
     from the corpus by source sentence (:func:`split_by_source`)."""
-    valid = read_given_set(cfg.valid_src, cfg.valid_tgt) if cfg.valid_src else None
-    test = read_given_set(cfg.test_src, cfg.test_tgt) if cfg.test_src else None
+    valid = read_given_set(cfg, "valid") if cfg.valid_src else None
+    test = read_given_set(cfg, "test") if cfg.test_src else None
     split = split_by_source(pairs, 0 if valid is not None else cfg.valid_size,
                             0 if test is not None else cfg.test_size)
     return Split(split.train, valid if valid is not None else split.valid,

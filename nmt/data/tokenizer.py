@@ -10,7 +10,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from nmt.errors import NmtError
+from nmt.errors import NmtError, SettingMessage
 from nmt.runtime.fileio import atomic_path
 
 log = logging.getLogger(__name__)
@@ -65,13 +65,17 @@ class Tokenizer:
             needed = _TOO_SMALL.search(str(e))
             if needed is None:
                 raise NmtError(f"SentencePiece could not train a vocabulary: {_reason(e)}") from None
-            log.warning("vocabulary size %d is below the %s pieces that this corpus's characters "
-                        "need; using %s", vocab_size, needed[1], needed[1])
+            log.warning(SettingMessage("vocab_size", vocab_size, f"below the {needed[1]} pieces that this "
+                                       f"corpus's characters need; using {needed[1]}"))
             proto = _train_proto(texts, int(needed[1]))
         with atomic_path(model_path) as tmp:
             tmp.write_bytes(proto)
         tokenizer = Tokenizer(model_path)
         log.info("trained a SentencePiece model of %d pieces", tokenizer.vocab_size)
+        if tokenizer.vocab_size < 0.95 * vocab_size:
+            log.warning(SettingMessage("vocab_size", vocab_size, f"this corpus gives {tokenizer.vocab_size:,} "
+                                       "pieces (a unigram vocabulary ends where its text has no more pieces "
+                                       f"worth keeping); the run uses {tokenizer.vocab_size:,}"))
         return tokenizer
 
     @property

@@ -33,6 +33,7 @@ from nmt.models.loss import batch_loss
 from nmt.runtime.allocator import release_freed_memory
 from nmt.runtime.devices import describe
 from nmt.runtime.precision import autocast, needs_loss_scaling, resolve
+from nmt.training.advice import warn_at_start
 from nmt.training.distributed import Processes, lost_peers, no_sync
 from nmt.training.schedule import scheduled_lr
 from nmt.training.state import TrainState
@@ -225,6 +226,9 @@ class Trainer:
                  f" x {world} processes" if world > 1 else "", self.precision, self.state.step)
         self.model.train()
         steps_per_epoch = math.ceil(len(self.batches_of_epoch(0)) / self.t.accum)
+        if self.processes.is_main:
+            warn_at_start(self.t, self.state.step, self.budget_left(), self.total_steps(steps_per_epoch),
+                          len(self.valid[:self.t.valid_bleu_size]))
         self.callbacks.started(self.state, self.total_steps(steps_per_epoch), self.t.max_minutes)
         try:
             with _stop_signals(self):
