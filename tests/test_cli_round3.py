@@ -183,3 +183,24 @@ def test_init_range_and_empty_given_sets_are_clear(corpus, tmp_path):
                      "--valid-tgt", tmp_path / "v.fr", *TINY),
                  f"--valid-src {tmp_path / 'v.en'}: empty (with --valid-tgt {tmp_path / 'v.fr'}); a validation set "
                  "needs at least one pair")
+
+
+def test_without_checkpoint_the_newest_run_with_weights_is_used_and_named(tiny_run, tmp_path):
+    import os
+    import shutil
+    shutil.copytree(tiny_run, tmp_path / "checkpoints" / "done")
+    started = tmp_path / "checkpoints" / "started"  # a run still before its first checkpoint
+    started.mkdir()
+    shutil.copy(tiny_run / "config.yaml", started / "config.yaml")
+    old = time.time() - 60
+    for path in (tmp_path / "checkpoints" / "done").iterdir():
+        os.utime(path, (old, old))
+    translated = nmt("translate", "Tom sees the cat.", cwd=tmp_path)
+    assert translated.returncode == 0, translated.stderr
+    assert "using checkpoints/done, the newest run in checkpoints/ with best.safetensors" in \
+        " ".join(translated.stderr.split())
+    info = nmt("info", "--json", cwd=tmp_path)
+    assert info.returncode == 0 and '"run": "checkpoints/done"' in info.stdout
+    (tmp_path / "checkpoints" / "done" / "best.safetensors").unlink()
+    _clean_error(nmt("translate", "hi", cwd=tmp_path), "no trained run found in checkpoints/ (the runs there "
+                 "have no best.safetensors yet)")

@@ -66,8 +66,8 @@ def test_attn_plot_draws_each_kind_per_head_and_as_a_grid(transformer_run, tmp_p
 
 
 @pytest.mark.parametrize("flags, needle", [
-    (["--layer", "3"], "--layer 3: this Transformer model has layers 1 to 2"),
-    (["--head", "5"], "--head 5: this Transformer model has heads 1 to 2"),
+    (["--layer", "3"], "--layer 3: this Transformer has layers 1 to 2"),
+    (["--head", "5"], "--head 5: this Transformer has heads 1 to 2"),
     (["--head", "some"], "--head must be a number from 1, mean or all"),
     (["--kind", "self"], "--kind must be cross, encoder, decoder"),
 ])
@@ -83,7 +83,7 @@ def test_a_gru_model_has_cross_attention_only(tiny_run, tmp_path):
     result = nmt("attn-plot", "--checkpoint", str(tiny_run), "Tom sees the cat.", "--kind", "encoder",
                  "-o", str(tmp_path / "a.png"))
     assert result.returncode == 1
-    assert "--kind encoder: this Seq2Seq model has cross attention only" in " ".join(result.stderr.split())
+    assert "--kind encoder: this GRU model has cross attention only" in " ".join(result.stderr.split())
 
 
 def test_too_many_heads_times_sentences_is_refused_before_drawing(transformer_run, tmp_path):

@@ -13,6 +13,7 @@ Layout of a run directory::
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -24,14 +25,23 @@ from nmt.errors import NmtError, SettingError
 from nmt.models.build import build_model
 from nmt.runtime.checkpoint import load_model_weights, read
 
+log = logging.getLogger(__name__)
+
 
 def latest_run(root: Path = Path("checkpoints")) -> Path:
-    """The most recently modified run directory under ``root`` (one holding a config.yaml)."""
-    runs = [p.parent for p in root.glob("*/config.yaml")] if root.is_dir() else []
+    """The most recently modified run directory under ``root`` that has validated weights
+    (a config.yaml and a best.safetensors: a run still before its first checkpoint is passed
+    over), named in the log, since the caller did not choose it."""
+    runs = [p.parent for p in root.glob("*/best.safetensors") if (p.parent / "config.yaml").is_file()] \
+        if root.is_dir() else []
     if not runs:
-        raise SettingError(None, None, f"no trained run found in {root}/; train one with `nmt train` "
-                           "or give {checkpoint} RUN_DIR", ("checkpoint",))
-    return max(runs, key=_last_modified)
+        started = root.is_dir() and any(root.glob("*/config.yaml"))
+        raise SettingError(None, None, f"no trained run found in {root}/"
+                           + (" (the runs there have no best.safetensors yet)" if started else "")
+                           + "; train one with `nmt train` or give {checkpoint} RUN_DIR", ("checkpoint",))
+    run = max(runs, key=_last_modified)
+    log.info("using %s, the newest run in %s/ with best.safetensors", run, root)
+    return run
 
 
 def _last_modified(run_dir: Path) -> float:

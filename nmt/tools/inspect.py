@@ -144,10 +144,10 @@ def attention_panels(translator: Translator, lines: list[str], view: AttentionVi
     src_ids = translator.encode(lines)
     if not all(src_ids):
         raise NmtError("attn-plot needs sentences with some text in them")
-    what = f"this {type(translator.model).__name__} model"
     panels = []
     for line, ids, [hyp] in zip(lines, src_ids, translator.nbest_of_ids(src_ids)):
         maps = attention_maps(translator, line, ids, hyp)
+        what = "this Transformer" if "encoder" in maps.weights else "this GRU model"  # as the user named it
         if view.kind not in maps.weights:
             raise SettingError("kind", view.kind, f"{what} has {' and '.join(maps.weights)} attention only")
         weights, captions = view.heads_of(maps.weights[view.kind], what)
