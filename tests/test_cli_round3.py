@@ -204,3 +204,13 @@ def test_without_checkpoint_the_newest_run_with_weights_is_used_and_named(tiny_r
     (tmp_path / "checkpoints" / "done" / "best.safetensors").unlink()
     _clean_error(nmt("translate", "hi", cwd=tmp_path), "no trained run found in checkpoints/ (the runs there "
                  "have no best.safetensors yet)")
+
+
+def test_a_diverged_demo_says_so_and_a_long_one_reports_progress(tmp_path):
+    result = nmt("demo", "pooling", "--lr", "1e30", "-o", tmp_path / "p.png")
+    assert result.returncode == 0  # the figure is drawn all the same, and the numbers printed
+    assert "--lr 1e+30: the learned width diverged" in " ".join(result.stderr.split())
+    from nmt.demos import pooling
+    seen = []
+    pooling.fit(epochs=7, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(k, 7) for k in range(1, 8)]

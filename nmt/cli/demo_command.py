@@ -1,6 +1,7 @@
 """``nmt demo``: the attention chapter's experiments, each a figure and the numbers to notice."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from pathlib import Path
@@ -34,6 +35,7 @@ def demo(
     figure and prints the numbers to notice."""
     from nmt.demos.gallery import DemoOptions, demos
     from nmt.report.panels import plot_panels
+    from nmt.report.progress import CountProgress
 
     with user_errors():
         gallery = demos()
@@ -50,7 +52,8 @@ def demo(
         options = DemoOptions(seed, epochs, lr, checkpoint, text, device)
         paths = {n: _figure_path(output, n, len(names) > 1) for n in names}
         for n in names:
-            outcome = gallery[n].run(options)
+            with CountProgress(n) as progress:
+                outcome = gallery[n].run(dataclasses.replace(options, progress=progress))
             plot_panels(outcome.panels, paths[n], outcome.title, outcome.columns)
             print_out("\n".join([f"[{n}]", *outcome.lines]))
             err.print(f"wrote {paths[n]}", highlight=False, soft_wrap=True)

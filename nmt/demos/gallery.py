@@ -12,7 +12,8 @@ from nmt.report.panels import Curves, Heatmap
 class DemoOptions:
     """Every demo's settings; each reads those it needs (``checkpoint``, None: the newest run
     in checkpoints/, ``text`` and ``device``: the trained run's demo; ``epochs`` and ``lr``:
-    the parametric pooling's training)."""
+    the parametric pooling's training, which reports its epochs done out of all to
+    ``progress``)."""
 
     seed: int = 0
     epochs: int = 5
@@ -20,6 +21,7 @@ class DemoOptions:
     checkpoint: Path | None = None
     text: str = "I am cold because the window is open."
     device: str = "auto"
+    progress: Callable[[int, int], None] = lambda done, total: None
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,19 @@ point only sees itself).
 """
 from __future__ import annotations
 
+import logging
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from nmt.demos.gallery import DemoOptions, Outcome
+from nmt.errors import SettingMessage
 from nmt.report.panels import Curves, Heatmap, Series
+
+log = logging.getLogger(__name__)
 
 TRAIN_SIZE = 50
 NOISE = 0.5
@@ -64,10 +70,10 @@ def leave_one_out(x: torch.Tensor) -> torch.Tensor:
     return x.expand(n, n)[keep].view(n, n - 1)
 
 
-def train(x_train: torch.Tensor, y_train: torch.Tensor, epochs: int, lr: float, seed: int
-          ) -> tuple[ParametricPooling, list[float]]:
+def train(x_train: torch.Tensor, y_train: torch.Tensor, epochs: int, lr: float, seed: int,
+          progress: Callable[[int, int], None] = lambda done, total: None) -> tuple[ParametricPooling, list[float]]:
     """SGD on the summed squared error (the chapter's loss), leave-one-out keys and values;
-    the training MSE before training, then after each epoch."""
+    the training MSE before training, then after each epoch (``progress`` hears of each)."""
     model = ParametricPooling(torch.Generator().manual_seed(seed))
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     keys, values = leave_one_out(x_train), leave_one_out(y_train)
@@ -79,7 +85,17 @@ def train(x_train: torch.Tensor, y_train: torch.Tensor, epochs: int, lr: float, 
         if epoch < epochs:
             (error ** 2).sum().backward()
             optimizer.step()
+            progress(epoch + 1, epochs)
     return model, losses
+
+
+def _warn_if_diverged(fits: Fits, lr: float) -> None:
+    """SGD with too large a rate sends the width to infinity or NaN, and every figure with it."""
+    bad = next((k for k, loss in enumerate(fits.losses) if not math.isfinite(loss)), None)
+    if bad is not None or not math.isfinite(fits.width):
+        when = f"training MSE {fits.losses[bad]} after epoch {bad}" if bad is not None else f"w = {fits.width}"
+        log.warning(SettingMessage("lr", lr, f"the learned width diverged ({when}), so its fit and test MSE "
+                                   "are meaningless; give a smaller rate (the default is 0.5)"))
 
 
 @dataclass(frozen=True)
@@ -94,10 +110,11 @@ class Fits:
     losses: list[float]
 
 
-def fit(seed: int = 0, epochs: int = 5, lr: float = 0.5) -> Fits:
+def fit(seed: int = 0, epochs: int = 5, lr: float = 0.5,
+        progress: Callable[[int, int], None] = lambda done, total: None) -> Fits:
     x_train, y_train, x_test = make_data(seed)
     y_test = truth(x_test)
-    model, losses = train(x_train, y_train, epochs, lr, seed)
+    model, losses = train(x_train, y_train, epochs, lr, seed, progress)
     with torch.no_grad():
         kernel, kernel_weights = gaussian_pooling(x_test, x_train, y_train)
         learned, learned_weights = model(x_test, x_train, y_train)
@@ -109,7 +126,8 @@ def fit(seed: int = 0, epochs: int = 5, lr: float = 0.5) -> Fits:
 
 
 def run(options: DemoOptions) -> Outcome:
-    fits = fit(options.seed, options.epochs, options.lr)
+    fits = fit(options.seed, options.epochs, options.lr, options.progress)
+    _warn_if_diverged(fits, options.lr)
     x_train, y_train, x_test = make_data(options.seed)
     lines = [f"epoch {k}: training MSE {loss:.4f}" + (" (before training)" if k == 0 else "")
              for k, loss in enumerate(fits.losses)]

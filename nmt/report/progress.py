@@ -55,3 +55,24 @@ class TrainProgress:
         info = (f"loss {loss}  {tok_s:,.0f} tok/s  {sent_s:,.0f} sent/s  epoch {state.epoch + 1}  "
                 f"elapsed {_clock(state.elapsed)}  ETA {_clock(eta) if eta < math.inf else '-'}")
         self.progress.update(self.task, completed=state.step, info=info)
+
+
+class CountProgress:
+    """A bar of work done out of its total on stderr (a terminal only), for work that reports
+    its own count (``progress(done, total)``): a demo's epochs, say."""
+
+    def __init__(self, label: str) -> None:
+        console = Console(stderr=True)
+        self.progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
+                                 console=console, disable=not console.is_terminal, transient=True)
+        self.task = self.progress.add_task(label, total=None)
+
+    def __enter__(self) -> CountProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def __call__(self, done: int, total: int) -> None:
+        self.progress.update(self.task, completed=done, total=total)  # rich redraws at its own pace
