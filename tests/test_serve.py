@@ -114,8 +114,9 @@ BAD = [  # body, status, what the error says
     (b'{"text": ["a"], "beam": "5"}', 422, "beam: Input should be a valid integer"),
     (b'{"text": ["a"], "beam": 0}', 422, "beam: Input should be greater than or equal to 1"),
     (b'{"text": ["a"], "beam": 5}', 422, "beam: Input should be less than or equal to 4"),
-    (b'{"text": ["a"], "beam": 2, "nbest": 3}', 422, "nbest (3) must be at most beam (2)"),
-    (b'{"text": ["a"], "length_penalty": -1}', 422, "length_penalty"),
+    (b'{"text": ["a"], "beam": 2, "nbest": 3}', 422, "nbest 3: must be at most beam (2)"),
+    (b'{"text": ["a"], "length_penalty": -1}', 422, "length_penalty -1.0: must be a finite number >= 0"),
+    (b'{"text": ["a"], "beam": 2, "length_penalty": NaN}', 422, "length_penalty nan: must be a finite number >= 0"),
     (b'{"text": ["a"], "checkpoint": "/etc"}', 422, "checkpoint: Extra inputs are not permitted"),
     (b'{"text": ["' + b"a" * 3000 + b'"]}', 413, "over the service's limit of 2000 bytes"),
 ]

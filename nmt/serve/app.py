@@ -24,8 +24,9 @@ from starlette.exceptions import HTTPException
 
 from nmt import __version__
 from nmt.api import Model
-from nmt.errors import NmtError
+from nmt.errors import NmtError, SettingError
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
+from nmt.inference.settings import check_search
 from nmt.serve.batcher import Batcher, Busy, work
 from nmt.serve.config import ServeConfig
 from nmt.serve.middleware import BodyLimit, HeadAsGet, JsonBodies, LocalNamesOnly
@@ -73,7 +74,7 @@ def request_models(config: ServeConfig, kinds: tuple[str, ...]) -> tuple[type[Ba
     with attention ``kinds`` (strict: "5" is not a beam size; unknown fields are refused)."""
     Line = Annotated[str, StringConstraints(max_length=config.max_chars)]
     Beam = Annotated[int, Field(ge=1, le=config.max_beam, description="1: greedy search.")]
-    Penalty = Annotated[float, Field(ge=0, allow_inf_nan=False, description="GNMT alpha for beam search.")]
+    Penalty = Annotated[float, Field(description="GNMT alpha for beam search: a finite number >= 0.")]
     strict = ConfigDict(extra="forbid", strict=True)
 
     class TranslateRequest(BaseModel):
@@ -83,7 +84,7 @@ def request_models(config: ServeConfig, kinds: tuple[str, ...]) -> tuple[type[Ba
         nbest: Annotated[int, Field(ge=1, description="Translations per line, at most beam.")] = 1
         length_penalty: Penalty = DEFAULT_LENGTH_PENALTY
 
-        _nbest_within_beam = model_validator(mode="after")(lambda self: _within_beam(self, "nbest"))
+        _search = model_validator(mode="after")(lambda self: _checked_search(self, "nbest"))
 
     class AttentionRequest(BaseModel):
         model_config = strict
@@ -94,15 +95,18 @@ def request_models(config: ServeConfig, kinds: tuple[str, ...]) -> tuple[type[Ba
         length_penalty: Penalty = DEFAULT_LENGTH_PENALTY
         kind: Literal[kinds] = "cross"  # type: ignore[valid-type]
 
-        _rank_within_beam = model_validator(mode="after")(lambda self: _within_beam(self, "rank"))
+        _search = model_validator(mode="after")(lambda self: _checked_search(self, "rank"))
 
     return TranslateRequest, AttentionRequest
 
 
-def _within_beam(request: BaseModel, field: str) -> BaseModel:
-    """``request`` if its ``field`` (nbest or rank) is at most its beam."""
-    if getattr(request, field) > request.beam:
-        raise ValueError(f"{field} ({getattr(request, field)}) must be at most beam ({request.beam})")
+def _checked_search(request: BaseModel, field: str) -> BaseModel:
+    """``request`` if its search settings pass the checks the CLI and the API make
+    (:func:`nmt.inference.settings.check_search`; ``field``, nbest or rank, at most beam)."""
+    try:
+        check_search(request.beam, request.length_penalty, getattr(request, field), field)
+    except SettingError as e:
+        raise ValueError(str(e)) from None
     return request
 
 
