@@ -255,3 +255,13 @@ def test_accumulating_two_batches_is_one_step_on_both(tmp_path, corpus_file):
     state = trainer().run()  # 12 steps of 2 batches each
     batches = len(split.batches_of_epoch(0))
     assert state.step == 12 and state.epoch * batches + state.batch_in_epoch >= 23
+
+
+def test_on_cuda_each_process_needs_a_gpu(monkeypatch):
+    from nmt.errors import SettingError
+    from nmt.training.launch import check_process_count
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    check_process_count(2, "auto")
+    with pytest.raises(SettingError, match="^nproc 3: only 2 CUDA device"):
+        check_process_count(3, "cuda", oversubscribe=True)
+    check_process_count(1, "cpu")  # --device cpu counts cores, whatever GPUs there are
