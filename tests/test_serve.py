@@ -190,20 +190,21 @@ def test_slow_or_queued_beyond_the_limits_is_503(models):
     with service(models["gru"], timeout_s=0.05, batch_wait_ms=300) as base:
         status, answer = call(base, "/translate", {"text": ["Tom sees the cat."]})
         assert status == 503 and "longer than the service's limit" in answer["error"]
-    # Queued work is characters x beam. The first request waits for a batch until its timeout.
+    # Queued work is characters x beam (an /attention call's times 8). The first request waits
+    # for a batch until its timeout.
     with service(models["gru"], max_queue_chars=100, batch_wait_ms=60_000, timeout_s=4) as base:
         first = threading.Thread(target=call, args=(base, "/translate", {"text": ["a" * 40]}))
         first.start()
         _until(base, 1)
         beam_4, answer = call(base, "/translate", {"text": ["b" * 20], "beam": 4})  # 40 + 80 > 100
-        attention, _ = call(base, "/attention", {"text": "c" * 40, "beam": 2})  # a call weighs the same
-        fits, _ = call(base, "/attention", {"text": "c" * 60})  # 40 + 60
+        attention, _ = call(base, "/attention", {"text": "c" * 8})  # 40 + 8 x 8 > 100
+        fits, _ = call(base, "/attention", {"text": "c" * 7})  # 40 + 8 x 7
         _, info = call(base, "/info")
         first.join()
     assert beam_4 == attention == 503 and fits == 200, answer
     assert "busy: 40 characters x beam are waiting, and this request's 80 would pass its limit of 100" in \
         answer["error"]
-    assert info["characters x beam waiting"] == 40 and info["lines waiting"] == 1
+    assert info["queued work"] == 40 and info["lines waiting"] == 1
     with service(models["gru"], max_queue_chars=5) as base:  # alone, a request over the limit is taken
         assert call(base, "/translate", {"text": ["Tom sees the cat."], "beam": 2})[0] == 200
 

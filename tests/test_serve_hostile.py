@@ -5,6 +5,7 @@ bodies not sent as JSON, HEAD, requests that are not HTTP, and /info beyond loop
 import http.client
 import json
 import socket
+import threading
 import time
 from collections import Counter
 from urllib.parse import urlsplit
@@ -33,6 +34,26 @@ class Slow:
         self.calls["attention"] += 1
         time.sleep(self.seconds)
         return self.model.attention(*args, **kwargs)
+
+
+def test_attention_requests_hold_at_most_half_the_queue_so_translations_get_through(models):
+    slow = Slow(models["gru"], seconds=0.5)
+    text = "Tom sees the cat."  # 17 characters: 8 x 17 = 136 of work a call
+    with service(slow, max_queue_chars=1000, timeout_s=30) as base:
+        statuses = []
+        clients = [threading.Thread(target=lambda: statuses.append(call(base, "/attention", {"text": text})[0]))
+                   for _ in range(8)]
+        for client in clients:  # connected, waiting for their answers
+            client.start()
+        time.sleep(0.3)
+        start = time.monotonic()
+        status, _ = call(base, "/translate", {"text": ["Tom sees the dog."]})
+        answered = time.monotonic() - start
+        for client in clients:
+            client.join()
+    # half the queue (500) holds 3 calls (408, the one on the worker included); the others are 503
+    assert sorted(statuses) == [200] * 3 + [503] * 5
+    assert status == 200 and answered < 5  # behind the calls ahead of it: 3 x 0.5 s at most
 
 
 def _connect(base):

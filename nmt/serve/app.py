@@ -27,7 +27,7 @@ from nmt.api import Model
 from nmt.errors import NmtError, SettingError
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 from nmt.inference.settings import check_search
-from nmt.serve.batcher import Batcher, Busy, work
+from nmt.serve.batcher import Batcher, Busy, attention_work
 from nmt.serve.config import ServeConfig
 from nmt.serve.middleware import BodyLimit, HeadAsGet, JsonBodies, LocalNamesOnly
 
@@ -230,7 +230,7 @@ def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastA
     async def attention(body: AttentionRequest, request: Request) -> Response:
         """Every layer's and head's weights of one attention while the model reads a sentence
         and its ``rank``-th best translation."""
-        reply = batcher.call(work([body.text], body.beam), attention_reply, body)
+        reply = batcher.call(attention_work(body.text, body.beam), attention_reply, body)
         return Response(await unless_gone(request, reply, config.timeout_s), media_type="application/json")
 
     @app.get("/health")
@@ -245,7 +245,7 @@ def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastA
         return {"model": shown, "device": str(model.device), "precision": model.precision,
                 "attention kinds": list(model.attention_kinds), "limits": config.limits(),
                 "batches decoded": batcher.batches, "lines waiting": batcher.waiting,
-                "characters x beam waiting": batcher.work}
+                "queued work": batcher.work}
 
     page = resources.files("nmt.serve").joinpath("page.html").read_text(encoding="utf-8")
 

@@ -33,6 +33,16 @@ def work(lines: list[str], beam: int) -> int:
     return beam * sum(len(line) for line in lines)
 
 
+# An /attention call costs 6-9 times what a batched line costs a character: it decodes alone, then
+# builds every layer's and head's map and their JSON (measured, docs/serving.md)
+ATTENTION_WEIGHT = 8
+
+
+def attention_work(text: str, beam: int) -> int:
+    """What an /attention call on ``text`` with ``beam`` weighs in the queue."""
+    return ATTENTION_WEIGHT * work([text], beam)
+
+
 @dataclass
 class _Job:
     """A request's lines, to be decoded in a batch."""
@@ -71,7 +81,8 @@ class Batcher:
     a request or call is handed to it only when it is free, so one cancelled while it waits (its
     client gone, or its timeout passed) is never run. Requests and calls wait while their
     :func:`work` totals at most ``max_work``; beyond that :class:`Busy`, unless nothing waits (so
-    any request the limits allow can be answered).
+    any request the limits allow can be answered). Calls hold at most half of ``max_work``, so
+    that clients who keep asking for them cannot leave translations no room.
     """
 
     def __init__(self, model: Model, wait_s: float, max_lines: int, max_work: int) -> None:
@@ -133,6 +144,10 @@ class Batcher:
         """``fn(*args)`` on the model's worker thread, between batches; it weighs ``amount`` of
         :func:`work` in the queue."""
         self._check_room(amount)
+        calls = sum(item.work for item in self._pending() if isinstance(item, _Call))
+        if calls and calls + amount > self.max_work // 2:
+            raise Busy(f"the service is busy: /attention requests of {calls:,} characters x beam x "
+                       f"{ATTENTION_WEIGHT} are waiting, and they may hold at most half its queue; retry later")
         call = _Call(partial(fn, *args), amount, asyncio.get_running_loop().create_future())
         self._calls.append(call)
         self._arrival.set()
