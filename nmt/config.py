@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from nmt.encoding import conversion_hint, wide_encoding
-from nmt.errors import SettingError
+from nmt.errors import SettingError, shown
 
 
 class ConfigError(SettingError):
@@ -227,7 +227,7 @@ def _check_type(name: str, value: Any, annotation: str) -> None:
     allowed = tuple(t for o in options for t in _TYPES.get(o, ()))
     if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
         raise ConfigError(name, None, f"must be {' or '.join(o for o in options if o != 'None')}, "
-                                      f"got {value!r}")
+                                      f"got {shown(value)}")
 
 
 def _check(ok: bool, setting: str | None, value: Any, reason: str, mentions: tuple[str, ...] = ()) -> None:
@@ -242,7 +242,7 @@ def _at_least(section: Any, name: str, minimum: int) -> None:
 
 def _choice(section: Any, name: str, choices: tuple[str, ...]) -> None:
     value = getattr(section, name)
-    _check(value in choices, name, repr(value), f"must be {', '.join(choices[:-1])} or {choices[-1]}")
+    _check(value in choices, name, shown(value), f"must be {', '.join(choices[:-1])} or {choices[-1]}")
 
 
 def _section_of(key: str) -> str:
@@ -305,15 +305,20 @@ def read_yaml_file(path: Path, what: str) -> Any:
     if len(data) > MAX_CONFIG_BYTES:
         raise ConfigError(f"{path}: over {MAX_CONFIG_BYTES:,} bytes; not an nmt {what} (a config sets a "
                           "few dozen options)")
+    encoding = wide_encoding(data[:4096])
+    if encoding is not None:  # UTF-16 of Latin text is valid UTF-8, a NUL byte between letters
+        raise ConfigError(f"{path}: not UTF-8 text ({encoding}; {conversion_hint(path, encoding)})")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        encoding = wide_encoding(data[:4096])
-        raise ConfigError(f"{path}: not UTF-8 text ("
-                          + (f"{encoding}; {conversion_hint(path, encoding)}" if encoding else
-                             f"byte 0x{data[e.start]:02x} at offset {e.start}") + ")") from None
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})") from None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        # An alias repeats what its anchor holds: ten nested ones in 482 bytes stand for a value
+        # that prints as gigabytes. A config has no use for them.
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=loader)):
+            raise ConfigError(f"{path}: YAML aliases (*name) are not allowed in an nmt {what}")
+        return yaml.load(text, Loader=loader)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
 

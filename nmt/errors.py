@@ -2,11 +2,23 @@
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Callable
 
 
 class NmtError(Exception):
     """A problem with the user's input, files or environment, not a bug in nmt."""
+
+
+_SHOWN = reprlib.Repr()  # (keyword settings need Python 3.12)
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxtuple, _SHOWN.maxdict = 2, 5, 5, 5
+_SHOWN.maxstring = _SHOWN.maxother = 60
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` cut short, for a message that quotes what the user gave: a value from a
+    file may be any size (a YAML list of millions, or one of aliases that prints as gigabytes)."""
+    return _SHOWN.repr(value)
 
 
 class SettingMessage:

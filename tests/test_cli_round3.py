@@ -33,12 +33,21 @@ def test_an_endless_huge_or_binary_config_is_refused_at_once(tmp_path):
     cases = [("/dev/zero", "over 1,048,576 bytes"), (huge, "over 1,048,576 bytes"),
              (utf16, "not UTF-8 text (UTF-16; convert it first: iconv -f utf-16 -t utf-8"),
              (binary, "not UTF-8 text (byte 0x80 at offset 128)"), (tmp_path, "is a directory")]
+    aliases = tmp_path / "aliases.yaml"  # 482 bytes that print as gigabytes
+    aliases.write_text("lr: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+        f"x{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 9)}]\n" for k in range(1, 10)))
+    cases.append((aliases, "YAML aliases (*name) are not allowed"))
     for path, needle in cases:
         start = time.monotonic()
         result = nmt("train", "--config", path, "--run-dir", tmp_path / "run")
         assert time.monotonic() - start < 1
         _clean_error(result, f"{path}: {needle}")
     assert not (tmp_path / "run").exists()
+    listed = tmp_path / "list.yaml"
+    listed.write_text("lr: [" + ", ".join(["1"] * 100_000) + "]\n")
+    result = nmt("train", "--config", listed, "--run-dir", tmp_path / "run")
+    _clean_error(result, "--lr: must be float, got [1, 1, 1, 1, 1, ...]")
+    assert len(result.stderr) < 200
 
 
 # --- corpora ----------------------------------------------------------------------------

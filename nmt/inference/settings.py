@@ -7,14 +7,14 @@ from __future__ import annotations
 import math
 import numbers
 
-from nmt.errors import SettingError
+from nmt.errors import SettingError, shown
 
 
 def check_count(name: str, value: object, minimum: int = 1) -> int:
     """``value`` if it is an integer (not a bool, not a float or a string of one) of at least
     ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise SettingError(name, None, f"must be a whole number, got {value!r} ({type(value).__name__})")
+        raise SettingError(name, None, f"must be a whole number, got {shown(value)} ({type(value).__name__})")
     if value < minimum:
         raise SettingError(name, value, f"must be >= {minimum}")
     return int(value)
@@ -23,7 +23,7 @@ def check_count(name: str, value: object, minimum: int = 1) -> int:
 def check_length_penalty(alpha: object) -> float:
     """``alpha`` if it is a finite real number >= 0 (GNMT's length penalty; 0: none)."""
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise SettingError("length_penalty", None, f"must be a number, got {alpha!r} ({type(alpha).__name__})")
+        raise SettingError("length_penalty", None, f"must be a number, got {shown(alpha)} ({type(alpha).__name__})")
     if not (math.isfinite(alpha) and alpha >= 0):
         raise SettingError("length_penalty", alpha, "must be a finite number >= 0")
     return float(alpha)

@@ -88,7 +88,8 @@ def request_models(config: ServeConfig, kinds: tuple[str, ...]) -> tuple[type[Ba
 
     class AttentionRequest(BaseModel):
         model_config = strict
-        text: Annotated[str, StringConstraints(min_length=1, max_length=config.max_attention_chars),
+        text: Annotated[str, StringConstraints(min_length=1, max_length=min(config.max_attention_chars,
+                                                                            config.max_chars)),
                         Field(description="One sentence.")]
         beam: Beam = 1
         rank: Annotated[int, Field(ge=1, description="Which of the n best: 1 the best.")] = 1
