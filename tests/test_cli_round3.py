@@ -160,12 +160,13 @@ def test_settings_that_quietly_go_wrong_are_warned_about_by_flag(corpus, tmp_pat
                  "100000", "--threads", "1000")
     assert result.returncode == 0, result.stderr
     said = " ".join(result.stderr.split())
-    for warning in ["--vocab-size 100000: this corpus gives", "--test-size 100000: the corpus has",
-                    "a held-out set takes at most a tenth of them: 2",
+    for warning in ["--vocab-size 100000: a unigram vocabulary ends where", "--test-size 100000: a held-out "
+                    "set takes at most a tenth of the corpus's distinct source sentences: this corpus gives 2",
                     "--threads 1000: more threads than the", "--warmup-steps 400: longer than the 3 steps",
-                    "never reaches --lr 0.001", "the validation set has 5 sentence(s)",
-                    "--valid-size 0 to keep the newest weights"]:
+                    "never reaches --lr 0.001", "--valid-size: the validation set held out of the corpus has 5 "
+                    "pair(s)", "--valid-size 0 to keep the newest weights"]:
         assert warning in said, warning
+    assert "--valid-size 5:" not in said and said.count("--threads 1000") == 1
     again = nmt("train", "--resume", run, "--max-steps", "3")
     assert again.returncode == 0
     assert "the budget is already reached at step 3: --epochs, --max-steps and --max-minutes" in \

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from nmt.encoding import conversion_hint, wide_encoding
-from nmt.errors import NmtError, SettingError, SettingMessage
+from nmt.errors import NmtError, SettingError
 
 log = logging.getLogger(__name__)
 
@@ -196,10 +196,6 @@ def split_by_source(pairs: list[tuple[str, str]], valid_size: int, test_size: in
                      key=lambda s: hashlib.sha1(s.encode("utf-8")).digest())
     cap = len(sources) // 10
     n_test, n_valid = min(test_size, cap), min(valid_size, cap)
-    for name, asked in (("test_size", test_size), ("valid_size", valid_size)):
-        if asked > cap:
-            log.warning(SettingMessage(name, asked, f"the corpus has {len(sources):,} distinct source "
-                                       f"sentences and a held-out set takes at most a tenth of them: {cap:,}"))
     test_src = set(sources[:n_test])
     valid_src = set(sources[n_test:n_test + n_valid])
     split = Split([], [], [])

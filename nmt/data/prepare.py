@@ -16,7 +16,7 @@ from nmt.config import DataConfig, RunConfig
 from nmt.data.corpus import ReadReport, Split, parallel_pairs, read_parallel, read_tsv, split_by_source
 from nmt.data.sequences import Sequences
 from nmt.data.tokenizer import SPECIALS, Tokenizer
-from nmt.errors import NmtError, SettingError
+from nmt.errors import NmtError, SettingError, SettingMessage
 from nmt.runtime.fileio import atomic_path, atomic_write_lines
 
 log = logging.getLogger(__name__)
@@ -124,6 +124,9 @@ def split_corpus(cfg: DataConfig, pairs: list[tuple[str, str]]) -> Split:
     test = read_given_set(cfg, "test") if cfg.test_src else None
     split = split_by_source(pairs, 0 if valid is not None else cfg.valid_size,
                             0 if test is not None else cfg.test_size)
+    for part, carved in (("valid", split.valid), ("test", split.test)):
+        _warn_if_short(cfg, f"{part}_size", len({src for src, _ in carved}),
+                       "a held-out set takes at most a tenth of the corpus's distinct source sentences")
     return Split(split.train, valid if valid is not None else split.valid,
                  test if test is not None else split.test)
 
@@ -155,6 +158,14 @@ def check_overlap(overlap: dict[str, tuple[int, int]], allow: bool) -> None:
             raise SettingError(f"{part}_src", None, said + "; give a held-out set, or {allow_overlap} to "
                                "train anyway", ("allow_overlap",))
         log.warning("%s", said)
+
+
+def _warn_if_short(cfg: DataConfig, name: str, got: int, why: str) -> None:
+    """Warn that the data gives less of ``name`` than the user asked for (a default that the
+    data cannot give is no one's request: a small corpus simply gets less)."""
+    asked = getattr(cfg, name)
+    if asked != getattr(DataConfig, name) and got < 0.95 * asked:
+        log.warning(SettingMessage(name, asked, f"{why}: this corpus gives {got:,}"))
 
 
 def _check_same_split(run_dir: Path, split: Split, source: str) -> None:
@@ -199,6 +210,8 @@ def prepare_run_data(cfg: DataConfig, run_dir: Path, strict: bool = False,
         _write_pairs(run_dir / "test.tsv", split.test)
         texts = [s for s, _ in split.train] + [t for _, t in split.train]
         tokenizer = Tokenizer.train(texts, run_dir / "spm.model", cfg.vocab_size)
+        _warn_if_short(cfg, "vocab_size", tokenizer.vocab_size, "a unigram vocabulary ends where its "
+                       "text has no more pieces worth keeping")
     else:
         _check_same_split(run_dir, split, report.path)
     train_src, train_tgt, dropped = _encode_pairs(tokenizer, split.train, cfg.max_pieces)

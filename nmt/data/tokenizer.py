@@ -72,10 +72,6 @@ class Tokenizer:
             tmp.write_bytes(proto)
         tokenizer = Tokenizer(model_path)
         log.info("trained a SentencePiece model of %d pieces", tokenizer.vocab_size)
-        if tokenizer.vocab_size < 0.95 * vocab_size:
-            log.warning(SettingMessage("vocab_size", vocab_size, f"this corpus gives {tokenizer.vocab_size:,} "
-                                       "pieces (a unigram vocabulary ends where its text has no more pieces "
-                                       f"worth keeping); the run uses {tokenizer.vocab_size:,}"))
         return tokenizer
 
     @property

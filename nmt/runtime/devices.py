@@ -2,16 +2,13 @@
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import platform
 
 import torch
 
-from nmt.errors import SettingError, SettingMessage
+from nmt.errors import SettingError
 from nmt.runtime.allocator import in_use as allocator_in_use
-
-log = logging.getLogger(__name__)
 
 
 def pick_device(spec: str) -> torch.device:
@@ -70,14 +67,8 @@ def configure_cpu(threads: int, processes: int = 1) -> None:
     tcmalloc. Training went from 283 to 309 sentences/s at the reference size (40-step profile).
     All threads share the main arena, where those thresholds hold.
     """
-    cores = available_cores()
     if threads == 0:
-        threads = max(1, cores // processes)
-    elif threads * processes > cores:
-        share = f"{cores} CPU core(s)" + (f" shared by {processes} processes" if processes > 1 else "")
-        log.warning(SettingMessage("threads", threads, f"more threads than the {share}: they wait for each "
-                                   "other at every operation (1,000 on 2 cores trained 6x slower); 0 takes "
-                                   "one per core"))
+        threads = max(1, available_cores() // processes)
     torch.set_num_threads(threads)
     _keep_freed_memory()
     _bound_kernel_caches()

@@ -86,7 +86,7 @@ class Trainer:
     def __init__(self, config: RunConfig, model: TranslationModel, data: RunData,
                  device: torch.device, callbacks: TrainCallbacks, state: TrainState | None = None,
                  optimizer: torch.optim.Optimizer | None = None, processes: Processes = Processes()) -> None:
-        self.t = config.train
+        self.config, self.t = config, config.train
         self.model, self.data, self.device = use_kernels(model, self.t.kernels), data, device
         self.processes = processes
         self.replica = processes.replicate(self.model)  # what the forward pass runs through
@@ -227,8 +227,8 @@ class Trainer:
         self.model.train()
         steps_per_epoch = math.ceil(len(self.batches_of_epoch(0)) / self.t.accum)
         if self.processes.is_main:
-            warn_at_start(self.t, self.state.step, self.budget_left(), self.total_steps(steps_per_epoch),
-                          len(self.valid[:self.t.valid_bleu_size]))
+            warn_at_start(self.config, self.state.step, self.budget_left(), self.total_steps(steps_per_epoch),
+                          len(self.valid), self.processes.local_world)
         self.callbacks.started(self.state, self.total_steps(steps_per_epoch), self.t.max_minutes)
         try:
             with _stop_signals(self):
