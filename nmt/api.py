@@ -22,8 +22,9 @@ lock, so calls run one at a time (a call already spreads over the CPU's cores).
 from __future__ import annotations
 
 import logging
+import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,8 +93,9 @@ class Model:
     @torch.inference_mode()
     def score(self, sources: Iterable[str], targets: Iterable[str], batch_size: int = 64) -> list[float]:
         """The log-probability the model gives each target (its pieces and the end of sentence)
-        after its source, teacher-forced: -inf for a target holding a piece the model cannot
-        output, 0.0 for an empty source."""
+        after its source, teacher-forced: -inf for a target the model cannot output (holding a
+        piece it has no output for, or longer than any search may give, which is not decoded,
+        with a warning), 0.0 for an empty source."""
         sources, targets = _lines(sources, "sources"), _lines(targets, "targets")
         if len(sources) != len(targets):
             raise NmtError(f"score needs a target per source: {len(sources)} sources, {len(targets)} targets")
@@ -101,11 +103,12 @@ class Model:
         with self._lock:
             translator = self.translator()
             src_ids = translator.encode(sources)
-            tgt_ids = _cut(self._tokenizer.encode([normalize(t) for t in targets]), translator.max_output_pieces,
-                           "targets longer than %d pieces (the longest output a search may give) were scored "
-                           "on their first %d")
-            scores = [0.0] * len(sources)
-            todo = [i for i, ids in enumerate(src_ids) if ids]
+            tgt_ids = self._tokenizer.encode([normalize(t) for t in targets])
+            scores = [0.0 if not ids else -math.inf for ids in src_ids]
+            todo = [i for i, ids in enumerate(src_ids) if ids and len(tgt_ids[i]) <= translator.max_output_pieces]
+            if len(todo) < sum(map(bool, src_ids)):
+                log.warning("targets longer than %d pieces, the longest output a search may give, score -inf",
+                            translator.max_output_pieces)
             for start in range(0, len(todo), batch_size):
                 chunk = todo[start:start + batch_size]
                 for i, value in zip(chunk, self._log_probs([src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk])):
@@ -168,14 +171,15 @@ class Model:
 
 def _lines(sentences: Iterable[str], name: str) -> list[str]:
     """``sentences`` as a list, read once (a generator gives its items once), each checked."""
-    if isinstance(sentences, (str, bytes)):
-        raise TypeError(f"{name}: pass a list (or any iterable) of sentences, not a single "
+    if isinstance(sentences, (str, bytes, Set, Mapping)):  # one sentence; no order to answer in
+        raise TypeError(f"{name}: pass a list (or any ordered iterable) of sentences, not a "
                         f"{type(sentences).__name__}")
     try:
-        lines = list(sentences)
+        items = iter(sentences)
     except TypeError:
-        raise TypeError(f"{name}: pass a list (or any iterable) of sentences, not "
+        raise TypeError(f"{name}: pass a list (or any ordered iterable) of sentences, not "
                         f"{type(sentences).__name__}") from None
+    lines = list(items)  # outside the try: a TypeError in the caller's generator is the caller's
     for k, line in enumerate(lines):
         if not isinstance(line, str):
             raise TypeError(f"{name}[{k}] is {type(line).__name__}, not a sentence (str)")
@@ -190,12 +194,6 @@ def _check_text(text: str, name: str) -> None:
     except UnicodeEncodeError as e:
         raise NmtError(f"{name} {ascii(text[:40])}{'...' if len(text) > 40 else ''}: a lone surrogate "
                        f"{ascii(text[e.start])} at character {e.start + 1} is not text") from None
-
-
-def _cut(ids: list[list[int]], limit: int, warning: str) -> list[list[int]]:
-    if any(len(seq) > limit for seq in ids):
-        log.warning(warning, limit, limit)
-    return [seq[:limit] for seq in ids]
 
 
 def load(run: str | Path | None = None, device: str = "auto", precision: str = "auto") -> Model:
