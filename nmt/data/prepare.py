@@ -124,9 +124,10 @@ def split_corpus(cfg: DataConfig, pairs: list[tuple[str, str]]) -> Split:
     test = read_given_set(cfg, "test") if cfg.test_src else None
     split = split_by_source(pairs, 0 if valid is not None else cfg.valid_size,
                             0 if test is not None else cfg.test_size)
-    for part, carved in (("valid", split.valid), ("test", split.test)):
-        _warn_if_short(cfg, f"{part}_size", len({src for src, _ in carved}),
-                       "a held-out set takes at most a tenth of the corpus's distinct source sentences")
+    for part, carved, given in (("valid", split.valid, valid), ("test", split.test, test)):
+        if given is None:
+            _warn_if_short(cfg, f"{part}_size", len({src for src, _ in carved}),
+                           "a held-out set takes at most a tenth of the corpus's distinct source sentences")
     return Split(split.train, valid if valid is not None else split.valid,
                  test if test is not None else split.test)
 
@@ -145,6 +146,11 @@ def held_out_overlap(cfg: DataConfig, corpus: list[tuple[str, str]], split: Spli
     return {part: (len(shared[part]), len(parts[part])) for part in parts}
 
 
+def share(part: int, whole: int) -> str:
+    """``part`` of ``whole`` in whole percent, rounded down: 100% means all of it."""
+    return f"{100 * part // whole}%"
+
+
 def check_overlap(overlap: dict[str, tuple[int, int]], allow: bool) -> None:
     """Warn about held-out sources that training also has (their scores measure recall, not
     translation), naming the count and the share; refuse a set that training has whole."""
@@ -152,7 +158,7 @@ def check_overlap(overlap: dict[str, tuple[int, int]], allow: bool) -> None:
         if not shared:
             continue
         what = "validation" if part == "valid" else "test"
-        said = (f"{shared:,} of {total:,} {what} sources ({shared / total:.0%}) also occur in the training "
+        said = (f"{shared:,} of {total:,} {what} sources ({share(shared, total)}) also occur in the training "
                 f"corpus, so {what} scores measure how well the model recalls them, not how it translates")
         if shared == total and not allow:
             raise SettingError(f"{part}_src", None, said + "; give a held-out set, or {allow_overlap} to "

@@ -9,12 +9,14 @@ from typing import Any
 import torch
 
 from nmt.config import RunConfig, read_run_config
+from nmt.data.prepare import share
 from nmt.data.batching import make_batch
 from nmt.errors import NmtError, SettingError
 from nmt.inference.loading import skeleton, weights_file
 from nmt.inference.search import Hypothesis
 from nmt.inference.translate import Translator
 from nmt.models.build import count_parameters, describe, parameters_per_block
+from nmt.models.transformer.model import Transformer
 from nmt.report.plotting import AttentionPanel
 from nmt.runtime.checkpoint import read_header_checked
 from nmt.training.state import read_metrics
@@ -45,10 +47,10 @@ def _held_out(run_dir: Path, config: RunConfig, part: str, summary: dict[str, An
         origin = f"{pairs} pairs from {getattr(d, f'{part}_src')} + {getattr(d, f'{part}_tgt')}"
     else:
         origin = f"{pairs} pairs held out of the corpus (at most {getattr(d, f'{part}_size')} source sentences)"
-    overlap = summary.get("held-out sources also in training", {}).get(part)
-    if isinstance(overlap, dict) and overlap.get("in training"):
-        shared, total = overlap["in training"], overlap.get("sources") or 1
-        origin += f"; {shared:,} of its {total:,} sources ({shared / total:.0%}) also in training"
+    overlap = summary.get("held_out_overlap", {}).get(part)
+    if isinstance(overlap, dict) and overlap.get("in_training_corpus"):
+        shared, total = overlap["in_training_corpus"], overlap.get("sources") or 1
+        origin += f"; {shared:,} of its {total:,} sources ({share(shared, total)}) also in the training corpus"
     return origin
 
 
@@ -144,10 +146,10 @@ def attention_panels(translator: Translator, lines: list[str], view: AttentionVi
     src_ids = translator.encode(lines)
     if not all(src_ids):
         raise NmtError("attn-plot needs sentences with some text in them")
+    what = "this Transformer" if isinstance(translator.model, Transformer) else "this GRU model"
     panels = []
     for line, ids, [hyp] in zip(lines, src_ids, translator.nbest_of_ids(src_ids)):
         maps = attention_maps(translator, line, ids, hyp)
-        what = "this Transformer" if "encoder" in maps.weights else "this GRU model"  # as the user named it
         if view.kind not in maps.weights:
             raise SettingError("kind", view.kind, f"{what} has {' and '.join(maps.weights)} attention only")
         weights, captions = view.heads_of(maps.weights[view.kind], what)

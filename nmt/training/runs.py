@@ -188,8 +188,8 @@ def write_summary(run_dir: Path, config: RunConfig, data: RunData, trainer: Trai
         "pairs": {"read": data.report.kept, "skipped": sum(data.report.skipped.values()),
                   "train": len(data.train_src), "dropped_long": data.dropped_long,
                   "valid": len(data.split.valid), "test": len(data.split.test)},
-        "held-out sources also in training": {part: {"sources": total, "in training": shared}
-                                              for part, (shared, total) in data.overlap.items()},
+        "held_out_overlap": {part: {"sources": total, "in_training_corpus": shared}
+                             for part, (shared, total) in data.overlap.items()},
         "parameters": count_parameters(trainer.model), "vocab_size": data.tokenizer.vocab_size,
         "steps": s.step, "epochs_completed": s.epoch, "train_seconds": round(s.elapsed, 1),
         "wall_seconds": round(wall_s, 1), "best_valid_bleu": s.best_bleu,
