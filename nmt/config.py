@@ -18,15 +18,8 @@ from nmt.errors import SettingError, shown
 
 
 class ConfigError(SettingError):
-    """A config file or option has an unknown key or an invalid value: ``ConfigError(setting,
-    value, reason[, mentions])`` as a SettingError, or ``ConfigError(text)`` about no one setting."""
-
-    def __init__(self, setting_or_text: str | None, value: object = None, reason: str | None = None,
-                 mentions: tuple[str, ...] = ()) -> None:
-        if reason is None:
-            super().__init__(None, None, str(setting_or_text))
-        else:
-            super().__init__(setting_or_text, value, reason, mentions)
+    """A config file or option has an unknown key or an invalid value (``setting`` None: a
+    message about no one setting)."""
 
 
 @dataclass(frozen=True)
@@ -249,7 +242,7 @@ def _section_of(key: str) -> str:
     for section, cls in _SECTIONS.items():
         if key in {f.name for f in fields(cls)}:
             return section
-    raise ConfigError(f"unknown config key '{key}'; valid keys: {', '.join(sorted(option_names()))}")
+    raise ConfigError(None, None, f"unknown config key '{key}'; valid keys: {', '.join(sorted(option_names()))}")
 
 
 def option_names() -> list[str]:
@@ -271,7 +264,7 @@ def arch_defaults_of(key: str) -> dict[str, Any]:
 def flatten(raw: dict[str, Any], source: str) -> dict[str, Any]:
     """Turn a sectioned or flat mapping into flat keys; ``source`` names it in errors."""
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: expected a mapping of option: value")
+        raise ConfigError(None, None, f"{source}: expected a mapping of option: value")
     flat: dict[str, Any] = {}
     for key, value in raw.items():
         key = str(key).replace("-", "_")
@@ -299,28 +292,29 @@ def read_yaml_file(path: Path, what: str) -> Any:
         with open(path, "rb") as f:
             data = f.read(MAX_CONFIG_BYTES + 1)
     except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, expected a YAML {what}") from None
+        raise ConfigError(None, None, f"{path}: is a directory, expected a YAML {what}") from None
     except OSError as e:
-        raise ConfigError(f"{path}: cannot read {what} ({e.strerror})") from None
+        raise ConfigError(None, None, f"{path}: cannot read {what} ({e.strerror})") from None
     if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path}: over {MAX_CONFIG_BYTES:,} bytes; not an nmt {what} (a config sets a "
-                          "few dozen options)")
+        raise ConfigError(None, None, f"{path}: over {MAX_CONFIG_BYTES:,} bytes; not an nmt {what} (a config "
+                                      "sets a few dozen options)")
     encoding = wide_encoding(data[:4096])
     if encoding is not None:  # UTF-16 of Latin text is valid UTF-8, a NUL byte between letters
-        raise ConfigError(f"{path}: not UTF-8 text ({encoding}; {conversion_hint(path, encoding)})")
+        raise ConfigError(None, None, f"{path}: not UTF-8 text ({encoding}; {conversion_hint(path, encoding)})")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})") from None
+        raise ConfigError(None, None, f"{path}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset "
+                                      f"{e.start})") from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         # An alias repeats what its anchor holds: ten nested ones in 482 bytes stand for a value
         # that prints as gigabytes. A config has no use for them.
         if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=loader)):
-            raise ConfigError(f"{path}: YAML aliases (*name) are not allowed in an nmt {what}")
+            raise ConfigError(None, None, f"{path}: YAML aliases (*name) are not allowed in an nmt {what}")
         return yaml.load(text, Loader=loader)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
+        raise ConfigError(None, None, f"{path}: not valid YAML ({str(e).splitlines()[0]})") from None
 
 
 def build_config(file_options: dict[str, Any], cli_options: dict[str, Any]) -> RunConfig:
@@ -330,7 +324,7 @@ def build_config(file_options: dict[str, Any], cli_options: dict[str, Any]) -> R
     try:
         return RunConfig().replace(**{**ARCH_DEFAULTS.get(given.get("arch"), {}), **given})
     except TypeError as e:
-        raise ConfigError(f"invalid config value: {e}") from None
+        raise ConfigError(None, None, f"invalid config value: {e}") from None
 
 
 def save_config(config: RunConfig, path: Path) -> None:
@@ -341,7 +335,7 @@ def save_config(config: RunConfig, path: Path) -> None:
 def read_run_config(path: Path) -> RunConfig:
     """Load a saved ``config.yaml``; unknown keys mean another version of nmt wrote it."""
     if not path.exists():
-        raise ConfigError(f"{path}: missing; is this an nmt run directory?")
+        raise ConfigError(None, None, f"{path}: missing; is this an nmt run directory?")
     raw = read_yaml_file(path, "run config")
     try:
         flat = flatten(raw, str(path))
@@ -349,6 +343,6 @@ def read_run_config(path: Path) -> RunConfig:
             flat.setdefault("norm", "pre")  # saved before the key existed, when pre-norm was the only one
         return RunConfig().replace(**flat)
     except TypeError as e:
-        raise ConfigError(f"{path}: unreadable run config ({str(e).splitlines()[0]})") from None
+        raise ConfigError(None, None, f"{path}: unreadable run config ({str(e).splitlines()[0]})") from None
     except ConfigError as e:
-        raise ConfigError(f"{path}: written by an incompatible nmt version? {e}") from None
+        raise ConfigError(None, None, f"{path}: written by an incompatible nmt version? {e}") from None

@@ -12,16 +12,19 @@ def wide_encoding(head: bytes) -> str | None:
     """The encoding ``head`` (a file's first bytes) is in when that is UTF-16 or UTF-32: by its
     byte-order mark ("UTF-16"), or, without one, by where its NUL bytes fall ("UTF-16LE": the
     high byte of each Latin letter, after it; UTF-8 text has no NUL byte, and binary data
-    may be nothing else); None otherwise."""
+    has them anywhere); None otherwise. Without a mark, text in other scripts (Greek, CJK) has
+    no NUL byte to tell: read as UTF-8, its lines are skipped as invalid."""
     for mark, name in _MARKS:
         if head.startswith(mark):
             return name
     if len(head) < 8 or not len(head) <= 4 * head.count(0) <= 3.5 * len(head):  # all NUL: binary data
         return None
     width = 4 if head.count(b"\x00\x00\x00") * 16 >= len(head) else 2
-    odd = sum(1 for k in range(width - 1, len(head), width) if head[k] == 0)  # little-endian's zero bytes
-    even = sum(1 for k in range(0, len(head), width) if head[k] == 0)
-    return f"UTF-{8 * width}{'LE' if odd > even else 'BE'}"
+    little = sum(1 for k in range(width - 1, len(head), width) if head[k] == 0)  # each unit's high byte
+    big = sum(1 for k in range(0, len(head), width) if head[k] == 0)
+    if max(little, big) < 0.9 * len(head) // width:  # Latin text's NULs all fall on one side; data's anywhere
+        return None
+    return f"UTF-{8 * width}{'LE' if little > big else 'BE'}"
 
 
 def conversion_hint(name: object, encoding: str) -> str:

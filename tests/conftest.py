@@ -99,6 +99,16 @@ def nmt(*args: str | bytes, stdin: str | None = None, cwd: Path | None = None, p
     return subprocess.CompletedProcess(args, result.exit_code, result.stdout, stderr)
 
 
+def clean_error(result: subprocess.CompletedProcess, *needles: str) -> None:
+    """A user's mistake: one error line first, no traceback, exit code 1, and each of
+    ``needles`` in what it says (however the terminal wrapped it)."""
+    text = " ".join(result.stderr.split())
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("error:") and "Traceback" not in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in text, text
+
+
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tsv(tmp_path_factory.mktemp("rel") / "toy.tsv", make_pairs(300, seed=9))

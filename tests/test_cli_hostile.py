@@ -13,22 +13,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, TINY, make_pairs, nmt
+from conftest import ROOT, TINY, clean_error, make_pairs, nmt
 from PIL import Image
 from safetensors.torch import load_file, save_file
 
 from nmt.errors import NmtError
 from nmt.runtime import checkpoint
 from nmt.training.runs import resume_run
-
-
-def _clean_error(result, *needles):
-    """One error line first, no traceback, exit code 1."""
-    text = " ".join(result.stderr.split())
-    assert result.returncode == 1, result.stderr
-    assert result.stderr.startswith("error:") and "Traceback" not in result.stderr, result.stderr
-    for needle in needles:
-        assert needle in text, text
 
 
 def _copy(run, tmp_path, name="run"):
@@ -79,12 +70,12 @@ def test_an_output_that_is_an_input_is_refused(tiny_run, tmp_path):
     src.write_text("Tom sees the cat.\n")
     (tmp_path / "sub").mkdir()
     spelled = tmp_path / "sub" / ".." / "in.en"
-    _clean_error(nmt("translate", "--checkpoint", str(tiny_run), "--input", str(src), "--output", str(spelled)),
+    clean_error(nmt("translate", "--checkpoint", str(tiny_run), "--input", str(src), "--output", str(spelled)),
                  "--output", "is the --input file")
     ref = tmp_path / "ref.fr"
     ref.write_text("Tom voit le chat.\n")
     os.link(ref, tmp_path / "ref-link.fr")
-    _clean_error(nmt("eval", "--checkpoint", str(tiny_run), "--src", str(src), "--ref", str(ref),
+    clean_error(nmt("eval", "--checkpoint", str(tiny_run), "--src", str(src), "--ref", str(ref),
                      "--hyp-out", str(tmp_path / "ref-link.fr")), "--hyp-out", "is the --ref file")
     assert src.read_text() == "Tom sees the cat.\n" and ref.read_text() == "Tom voit le chat.\n"
 
@@ -96,8 +87,8 @@ def test_a_full_disk_is_a_clear_error(tiny_run):
         with open("/dev/full", "w") as full:
             result = subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], stdout=full,
                                     stderr=subprocess.PIPE, text=True, cwd=ROOT, timeout=300)
-        _clean_error(result, "cannot write to stdout", "No space left")
-    _clean_error(nmt("translate", "--checkpoint", str(tiny_run), "hi", "--output", "/dev/full"),
+        clean_error(result, "cannot write to stdout", "No space left")
+    clean_error(nmt("translate", "--checkpoint", str(tiny_run), "hi", "--output", "/dev/full"),
                  "--output /dev/full: cannot write")
 
 
@@ -105,7 +96,7 @@ def test_bench_checks_its_output_before_measuring(tmp_path):
     with _read_only(tmp_path):
         start = time.monotonic()
         result = nmt("bench", "--steps", "1", cwd=tmp_path)
-        _clean_error(result, "--json-out bench.json: cannot write there")
+        clean_error(result, "--json-out bench.json: cannot write there")
         assert time.monotonic() - start < 30  # refused up front, not after the training phase
 
 
@@ -126,9 +117,9 @@ def test_a_run_directory_has_one_writer_and_a_killed_ones_lock_does_not_block(co
         while not (run / "last.safetensors").exists() and time.time() < deadline:
             time.sleep(0.2)
         before = _settled(run)
-        _clean_error(nmt("train", "--corpus", str(corpus), "--run-dir", str(run), *TINY),
+        clean_error(nmt("train", "--corpus", str(corpus), "--run-dir", str(run), *TINY),
                      "in use by another nmt process", f"PID {first.pid}")
-        _clean_error(nmt("train", "--resume", str(run), "--max-steps", "5"), f"PID {first.pid}")
+        clean_error(nmt("train", "--resume", str(run), "--max-steps", "5"), f"PID {first.pid}")
         assert before <= _settled(run)  # the refused ones deleted nothing
         time.sleep(1)
     finally:
@@ -144,7 +135,7 @@ def test_a_run_directory_has_one_writer_and_a_killed_ones_lock_does_not_block(co
 def test_a_read_only_run_directory_cannot_be_resumed_but_still_translates(tiny_run, tmp_path):
     run = _copy(tiny_run, tmp_path)
     with _read_only(run):
-        _clean_error(nmt("train", "--resume", str(run), "--max-steps", "6"), "cannot write in the run directory")
+        clean_error(nmt("train", "--resume", str(run), "--max-steps", "6"), "cannot write in the run directory")
         result = nmt("translate", "--checkpoint", str(run), "Tom sees the cat.")
         assert result.returncode == 0, result.stderr
 
@@ -161,18 +152,18 @@ def test_attention_figures_are_bounded(tiny_run, tmp_path):
     result = nmt("attn-plot", "--checkpoint", str(tiny_run), *many, "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert Image.open(out).size[0] <= 3 * 8 * 150 and Image.open(out).size[1] <= 4 * 8 * 150
-    _clean_error(nmt("attn-plot", "--checkpoint", str(tiny_run), *many, "hi", "-o", str(out)),
+    clean_error(nmt("attn-plot", "--checkpoint", str(tiny_run), *many, "hi", "-o", str(out)),
                  "at most 12 sentences")
 
 
 def test_endless_input_lines_are_refused(tiny_run, tmp_path):
-    _clean_error(nmt("translate", "--checkpoint", str(tiny_run), "--input", "/dev/zero"),
+    clean_error(nmt("translate", "--checkpoint", str(tiny_run), "--input", "/dev/zero"),
                  "/dev/zero: line 1 is longer than")
     with open("/dev/zero", "rb") as zero:
         result = subprocess.run([sys.executable, str(ROOT / "cli.py"), "translate", "--checkpoint",
                                  str(tiny_run)], stdin=zero, capture_output=True, text=True, cwd=ROOT)
-    _clean_error(result, "stdin: line 1 is longer than")
-    _clean_error(nmt("train", "--corpus", "/dev/zero", "--run-dir", str(tmp_path / "r"), *TINY),
+    clean_error(result, "stdin: line 1 is longer than")
+    clean_error(nmt("train", "--corpus", "/dev/zero", "--run-dir", str(tmp_path / "r"), *TINY),
                  "/dev/zero: line 1 is longer than")
     assert not (tmp_path / "r").exists()
 
@@ -190,16 +181,16 @@ def test_hostile_sizes_are_refused_before_anything_is_allocated(tiny_run, tmp_pa
     config = (huge / "config.yaml").read_text()
     (huge / "config.yaml").write_text(config.replace("hidden_size: 12", "hidden_size: 40000"))
     result = nmt("translate", "--checkpoint", str(huge), "hi", preexec_fn=_limited_memory)  # 4.8 GB would fail
-    _clean_error(result, "best.safetensors", "config.yaml needs")
+    clean_error(result, "best.safetensors", "config.yaml needs")
     extra = _copy(tiny_run, tmp_path, "extra")
     tensors = load_file(extra / "best.safetensors")
     meta = _metadata(extra / "best.safetensors")
     save_file({**tensors, "payload": tensors["model.generator.proj.weight"].clone()}, str(extra / "best.safetensors"),
               metadata=meta)
-    _clean_error(nmt("translate", "--checkpoint", str(extra), "hi"), "unexpected tensor payload")
+    clean_error(nmt("translate", "--checkpoint", str(extra), "hi"), "unexpected tensor payload")
     fake = _copy(tiny_run, tmp_path, "fake")
     _claim_a_huge_tensor(fake / "best.safetensors")
-    _clean_error(nmt("translate", "--checkpoint", str(fake), "hi", preexec_fn=_limited_memory),
+    clean_error(nmt("translate", "--checkpoint", str(fake), "hi", preexec_fn=_limited_memory),
                  "truncated or corrupted")
 
 
@@ -232,7 +223,7 @@ def test_a_swapped_tokenizer_is_refused_everywhere(tiny_run, tmp_path, corpus):
     for args in (["translate", "--checkpoint", str(run), "hi"], ["translate", "--checkpoint", str(run), "hi", "--beam", "2"],
                  ["attn-plot", "--checkpoint", str(run), "hi", "-o", str(tmp_path / "a.png")],
                  ["train", "--resume", str(run), "--max-steps", "6"]):
-        _clean_error(nmt(*args), "spm.model: not the tokenizer this run was trained with")
+        clean_error(nmt(*args), "spm.model: not the tokenizer this run was trained with")
 
 
 def test_a_damaged_resume_state_is_refused_before_the_first_step(tiny_run, tmp_path):
@@ -256,7 +247,7 @@ def test_a_damaged_resume_state_is_refused_before_the_first_step(tiny_run, tmp_p
         save_file({**tensors, **new_tensors}, str(run / "last.safetensors"), metadata={**meta, **new_meta})
         before = (run / "last.safetensors").read_bytes()
         if k == 0:  # through the CLI once; the library raises the same error for the others
-            _clean_error(nmt("train", "--resume", str(run), "--max-steps", "6"), "last.safetensors")
+            clean_error(nmt("train", "--resume", str(run), "--max-steps", "6"), "last.safetensors")
         else:
             with pytest.raises(NmtError, match="last.safetensors"):
                 resume_run(run, {"max_steps": 6})
@@ -269,7 +260,7 @@ def test_non_finite_weights_are_refused(tiny_run, tmp_path):
     tensors["model.decoder.embedding.weight"][3, 2] = float("nan")
     save_file(tensors, str(run / "best.safetensors"), metadata=_metadata(tiny_run / "best.safetensors"))
     for beam in ("1", "3"):
-        _clean_error(nmt("translate", "--checkpoint", str(run), "hi", "--beam", beam), "not finite")
+        clean_error(nmt("translate", "--checkpoint", str(run), "hi", "--beam", beam), "not finite")
 
 
 def test_a_metrics_line_cut_short_is_repaired_on_resume(tiny_run, tmp_path):
@@ -286,7 +277,7 @@ def test_damaged_summaries_give_clear_errors_or_warnings(tiny_run, tmp_path):
     for name, text in (("cut", '{"steps": 4, "corp'), ("list", "[1, 2]")):
         run = _copy(tiny_run, tmp_path, name)
         (run / "run.json").write_text(text)
-        _clean_error(nmt("info", "--checkpoint", str(run)), "run.json: damaged run summary")
+        clean_error(nmt("info", "--checkpoint", str(run)), "run.json: damaged run summary")
     run = _copy(tiny_run, tmp_path, "utf")
     (run / "metrics.jsonl").write_bytes(b"\xff\xfe garbage\n" + (run / "metrics.jsonl").read_bytes())
     result = nmt("info", "--checkpoint", str(run), "--json")
@@ -300,20 +291,20 @@ def test_invalid_utf8_arguments_are_named(tiny_run, tmp_path):
     for command in (["translate"], ["attn-plot", "-o", str(tmp_path / "a.png")]):
         result = subprocess.run([sys.executable, str(ROOT / "cli.py"), *command, "--checkpoint", str(tiny_run),
                                  "fine", b"caf\xe9"], capture_output=True, text=True, cwd=ROOT)
-        _clean_error(result, "argument 2 is not valid UTF-8", "0xe9")
+        clean_error(result, "argument 2 is not valid UTF-8", "0xe9")
 
 
 def test_eval_without_sentences_is_a_clear_error(corpus, tiny_run, tmp_path):
     (tmp_path / "src").write_text("")
     (tmp_path / "ref").write_text("")
-    _clean_error(nmt("eval", "--checkpoint", str(tiny_run), "--src", str(tmp_path / "src"), "--ref",
+    clean_error(nmt("eval", "--checkpoint", str(tiny_run), "--src", str(tmp_path / "src"), "--ref",
                      str(tmp_path / "ref")), "src: empty")
     run = tmp_path / "no-test"
     args = TINY[:]
     args[args.index("--test-size") + 1] = "0"
     result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--max-steps", "1", *args)
     assert result.returncode == 0, result.stderr
-    _clean_error(nmt("eval", "--checkpoint", str(run)), "--test-size 0", "--src and --ref")
+    clean_error(nmt("eval", "--checkpoint", str(run)), "--test-size 0", "--src and --ref")
 
 
 def test_a_tiny_vocabulary_is_raised_to_what_the_characters_need(corpus, tmp_path):
@@ -333,7 +324,7 @@ def test_a_tiny_vocabulary_is_raised_to_what_the_characters_need(corpus, tmp_pat
 ])
 def test_more_mistakes_give_one_clear_line(tiny_run, corpus, tmp_path, args, message):
     fill = {"run": tiny_run, "tmp": tmp_path, "corpus": corpus}
-    _clean_error(nmt(*[a.format(**fill) for a in args]), message.format(**fill))
+    clean_error(nmt(*[a.format(**fill) for a in args]), message.format(**fill))
     assert not (tmp_path / "r").exists()
 
 
@@ -357,7 +348,7 @@ def test_given_validation_and_test_sets_replace_the_carved_ones(corpus, tmp_path
     assert result.returncode == 0, result.stderr
     assert (run / "valid.tsv").read_text() == "".join(f"{s}\t{t}\n" for s, t in pairs[:5])
     assert (run / "test.tsv").read_text() == "".join(f"{s}\t{t}\n" for s, t in pairs[5:])
-    _clean_error(nmt("eval", "--checkpoint", str(run), "--hyp-out", str(tmp_path / "test.fr")),
+    clean_error(nmt("eval", "--checkpoint", str(run), "--hyp-out", str(tmp_path / "test.fr")),
                  "is the run's test_tgt file")
     scored = json.loads(nmt("eval", "--checkpoint", str(run), "--json").stdout)
     assert scored["sentences"] == 7 and scored["test_set"].startswith(str(tmp_path / "test.en"))

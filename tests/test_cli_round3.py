@@ -8,16 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, TINY, make_pairs, nmt
-
-
-def _clean_error(result, *needles):
-    """One error line first, no traceback, exit code 1."""
-    text = " ".join(result.stderr.split())
-    assert result.returncode == 1, result.stderr
-    assert result.stderr.startswith("error:") and "Traceback" not in result.stderr, result.stderr
-    for needle in needles:
-        assert needle in text, text
+from conftest import ROOT, TINY, clean_error, make_pairs, nmt
 
 
 # --- config files -----------------------------------------------------------------------
@@ -41,12 +32,12 @@ def test_an_endless_huge_or_binary_config_is_refused_at_once(tmp_path):
         start = time.monotonic()
         result = nmt("train", "--config", path, "--run-dir", tmp_path / "run")
         assert time.monotonic() - start < 1
-        _clean_error(result, f"{path}: {needle}")
+        clean_error(result, f"{path}: {needle}")
     assert not (tmp_path / "run").exists()
     listed = tmp_path / "list.yaml"
     listed.write_text("lr: [" + ", ".join(["1"] * 100_000) + "]\n")
     result = nmt("train", "--config", listed, "--run-dir", tmp_path / "run")
-    _clean_error(result, "--lr: must be float, got [1, 1, 1, 1, 1, ...]")
+    clean_error(result, "--lr: must be float, got [1, 1, 1, 1, 1, ...]")
     assert len(result.stderr) < 200
 
 
@@ -58,7 +49,7 @@ def test_a_utf16_corpus_is_refused_naming_the_encoding(tmp_path, encoding, named
     text = "".join(f"{s}\t{t}\n" for s, t in make_pairs(300))
     corpus = tmp_path / "wide.tsv"
     corpus.write_bytes(text.encode(encoding))
-    _clean_error(nmt("train", "--corpus", corpus, "--run-dir", tmp_path / "run", "--max-steps", "1", *TINY),
+    clean_error(nmt("train", "--corpus", corpus, "--run-dir", tmp_path / "run", "--max-steps", "1", *TINY),
                  f"{corpus}: {named} text, not UTF-8", f"iconv -f {named.lower()} -t utf-8 {corpus}")
     assert not (tmp_path / "run").exists()
 
@@ -127,7 +118,7 @@ def test_a_test_set_that_training_has_is_refused_and_a_partial_one_is_counted(tm
     train = _aligned(tmp_path, "train", pairs)
     same = nmt("train", "--src-file", train[0], "--tgt-file", train[1], "--test-src", train[0],
                "--test-tgt", train[1], "--run-dir", tmp_path / "same", "--max-steps", "1", *TINY)
-    _clean_error(same, "--test-src:", "(100%) also occur in the training corpus", "--allow-overlap")
+    clean_error(same, "--test-src:", "(100%) also occur in the training corpus", "--allow-overlap")
     assert not (tmp_path / "same").exists()
     fresh = make_pairs(40, seed=77)
     distinct = {s for s, _ in fresh} - {s for s, _ in pairs}
@@ -181,16 +172,16 @@ def test_settings_that_quietly_go_wrong_are_warned_about_by_flag(corpus, tmp_pat
     (["--tie-embeddings"], "--tie-embeddings: is a transformer setting (--arch transformer)"),
 ])
 def test_config_errors_name_the_flags_typed(tmp_path, args, message):
-    _clean_error(nmt("train", "--run-dir", tmp_path / "r", *args), message)
+    clean_error(nmt("train", "--run-dir", tmp_path / "r", *args), message)
 
 
 def test_init_range_and_empty_given_sets_are_clear(corpus, tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("init_range: 1000\n")
-    _clean_error(nmt("train", "--config", config, "--run-dir", tmp_path / "r"), "init_range 1000: must be in [0, 1]")
+    clean_error(nmt("train", "--config", config, "--run-dir", tmp_path / "r"), "init_range 1000: must be in [0, 1]")
     (tmp_path / "v.en").write_text("")
     (tmp_path / "v.fr").write_text("")
-    _clean_error(nmt("train", "--corpus", corpus, "--run-dir", tmp_path / "r", "--valid-src", tmp_path / "v.en",
+    clean_error(nmt("train", "--corpus", corpus, "--run-dir", tmp_path / "r", "--valid-src", tmp_path / "v.en",
                      "--valid-tgt", tmp_path / "v.fr", *TINY),
                  f"--valid-src {tmp_path / 'v.en'}: empty (with --valid-tgt {tmp_path / 'v.fr'}); a validation set "
                  "needs at least one pair")
@@ -213,7 +204,7 @@ def test_without_checkpoint_the_newest_run_with_weights_is_used_and_named(tiny_r
     info = nmt("info", "--json", cwd=tmp_path)
     assert info.returncode == 0 and '"run": "checkpoints/done"' in info.stdout
     (tmp_path / "checkpoints" / "done" / "best.safetensors").unlink()
-    _clean_error(nmt("translate", "hi", cwd=tmp_path), "no trained run found in checkpoints/ (the runs there "
+    clean_error(nmt("translate", "hi", cwd=tmp_path), "no trained run found in checkpoints/ (the runs there "
                  "have no best.safetensors yet)")
 
 

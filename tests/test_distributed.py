@@ -187,6 +187,8 @@ def test_more_processes_than_cores_are_refused_unless_asked_for(tmp_path, corpus
     refused = nmt("train", "--corpus", corpus, "--run-dir", tmp_path / "run", "--nproc", many, *ARGS)
     assert refused.returncode == 1 and not (tmp_path / "run").exists()
     assert refused.stderr.startswith(f"error: --nproc {many}: this machine gives nmt") and "--oversubscribe" in refused.stderr
+    from nmt.training.launch import check_process_count
+    check_process_count(int(many), "cpu", oversubscribe=True)  # asked for: no refusal
 
 
 @dataclass(frozen=True)
@@ -261,7 +263,11 @@ def test_on_cuda_each_process_needs_a_gpu(monkeypatch):
     from nmt.errors import SettingError
     from nmt.training.launch import check_process_count
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     check_process_count(2, "auto")
     with pytest.raises(SettingError, match="^nproc 3: only 2 CUDA device"):
         check_process_count(3, "cuda", oversubscribe=True)
     check_process_count(1, "cpu")  # --device cpu counts cores, whatever GPUs there are
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SettingError, match="^device cuda: CUDA is not available"):
+        check_process_count(2, "cuda")

@@ -65,19 +65,22 @@ def read_lines(stream: BinaryIO, name: str, max_line_bytes: int = MAX_LINE_BYTES
     refused from its first bytes (:func:`nmt.encoding.wide_encoding`).
     """
     lines: list[bytes] = []
-    head: bytes | None = b""  # the first bytes, until they are checked
+    head, checked = b"", False  # the first bytes, until they are checked
     while line := stream.readline(max_line_bytes + 1):
         if len(line) > max_line_bytes:
             raise NmtError(f"{name}: line {len(lines) + 1} is longer than {max_line_bytes:,} bytes; "
                            f"not a text file of sentences")
-        if head is not None and len(head := head + line) >= _HEAD_BYTES:
-            head = _check_encoding(head, name)
+        if not checked:
+            head += line
+            if len(head) >= _HEAD_BYTES:
+                _check_encoding(head, name)
+                checked = True
         if not lines and line.startswith(b"\xef\xbb\xbf"):
             line = line[3:]
         if line.endswith(b"\n"):
             line = line[:-1]
         lines.append(line[:-1] if line.endswith(b"\r") else line)
-    if head is not None:
+    if not checked:
         _check_encoding(head, name)
     return lines
 

@@ -71,7 +71,8 @@ def leave_one_out(x: torch.Tensor) -> torch.Tensor:
 
 
 def train(x_train: torch.Tensor, y_train: torch.Tensor, epochs: int, lr: float, seed: int,
-          progress: Callable[[int, int], None] = lambda done, total: None) -> tuple[ParametricPooling, list[float]]:
+          progress: Callable[[int, int], None] = lambda done, total: None
+          ) -> tuple[ParametricPooling, list[float]]:
     """SGD on the summed squared error (the chapter's loss), leave-one-out keys and values;
     the training MSE before training, then after each epoch (``progress`` hears of each)."""
     model = ParametricPooling(torch.Generator().manual_seed(seed))

@@ -230,6 +230,7 @@ class Cancelled(Exception):
 
 
 def check_cancel(cancel: threading.Event | None) -> None:
+    """Raise :class:`Cancelled` if ``cancel`` is set (a search calls it before each step)."""
     if cancel is not None and cancel.is_set():
         raise Cancelled
 

@@ -23,7 +23,8 @@ def check_count(name: str, value: object, minimum: int = 1) -> int:
 def check_length_penalty(alpha: object) -> float:
     """``alpha`` if it is a finite real number >= 0 (GNMT's length penalty; 0: none)."""
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise SettingError("length_penalty", None, f"must be a number, got {shown(alpha)} ({type(alpha).__name__})")
+        raise SettingError("length_penalty", None,
+                           f"must be a number, got {shown(alpha)} ({type(alpha).__name__})")
     if not (math.isfinite(alpha) and alpha >= 0):
         raise SettingError("length_penalty", alpha, "must be a finite number >= 0")
     return float(alpha)

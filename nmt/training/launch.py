@@ -46,6 +46,9 @@ def check_process_count(nproc: int, device_spec: str, oversubscribe: bool = Fals
     unless ``oversubscribe``."""
     import torch
 
+    if device_spec.startswith("cuda"):
+        from nmt.runtime.devices import pick_device
+        pick_device(device_spec)  # no CUDA here: that error, not one about cores
     gpus = torch.cuda.device_count() if device_spec == "auto" or device_spec.startswith("cuda") else 0
     if gpus:
         if nproc > gpus:
@@ -67,6 +70,7 @@ def watch_launcher(poll_s: float = 0.5) -> None:
     ``kill -9``, which cannot forward a signal), send this process SIGTERM, so training stops
     after its step and saves, as on a SIGTERM to the launcher; every rank sees it and they stop
     together. Without it the workers, re-parented to init, trained on and held the run's lock."""
+    # The launcher is the worker's parent: torch's elastic agent starts workers with Popen
     parent = int(os.environ.get(LAUNCHER_PID, 0)) or os.getppid()
 
     def watch() -> None:
