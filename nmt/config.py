@@ -38,6 +38,7 @@ class DataConfig:
     max_pieces: int = 64  # training pairs longer than this on either side are dropped
     vocab_size: int = 8000  # one joint SentencePiece vocabulary; 8k beat 2k after 20 minutes (README)
     allow_overlap: bool = False  # accept given valid/test sets whose every source is also in training
+    spm_sample: int = 2_000_000  # sentences SentencePiece trains on at most, drawn at random (both sides)
 
     def files(self) -> dict[str, str]:
         """The data files this config names: corpus or source/target files, given held-out sets."""
@@ -160,6 +161,7 @@ class RunConfig:
         _at_least(d, "test_size", 0)
         _at_least(d, "max_pieces", 4)
         _at_least(d, "vocab_size", 16)
+        _at_least(d, "spm_sample", 2)
 
     def _validate_model(self) -> None:
         m = self.model

@@ -1,6 +1,6 @@
 import pytest
 
-from nmt.data.corpus import normalize, read_parallel, read_tsv, split_by_source
+from nmt.data.corpus import normalize, read_parallel, read_tsv
 from nmt.errors import NmtError
 
 
@@ -36,19 +36,3 @@ def test_missing_file_and_directory_are_clear_errors(tmp_path):
         read_tsv(tmp_path / "nope.tsv")
     with pytest.raises(NmtError, match="is a directory"):
         read_tsv(tmp_path)
-
-
-def test_split_groups_by_source_and_caps_held_out_parts():
-    pairs = [(f"s{i % 50}", f"t{i}") for i in range(200)]  # 50 sources, 4 translations each
-    split = split_by_source(pairs, valid_size=100, test_size=100)
-    assert len({s for s, _ in split.test}) == 5 and len({s for s, _ in split.valid}) == 5
-    train_src = {s for s, _ in split.train}
-    assert not train_src & {s for s, _ in split.test + split.valid}
-    assert sorted(split.train + split.valid + split.test) == sorted(pairs)
-
-
-def test_split_is_independent_of_line_order():
-    pairs = [(f"s{i}", f"t{i}") for i in range(100)]
-    a = split_by_source(pairs, 5, 5)
-    b = split_by_source(list(reversed(pairs)), 5, 5)
-    assert sorted(a.test) == sorted(b.test) and sorted(a.valid) == sorted(b.valid)

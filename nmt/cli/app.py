@@ -71,6 +71,9 @@ def train(
                                              rich_help_panel="Data")] = None,
     vocab_size: Annotated[Optional[int], Opt(help=with_default("vocab_size", "Joint SentencePiece vocabulary size."),
                                              rich_help_panel="Data")] = None,
+    spm_sample: Annotated[Optional[int], Opt(help=with_default("spm_sample", "Sentences SentencePiece trains on at "
+                                             "most, drawn at random from the training pairs' two sides."),
+                                             rich_help_panel="Data")] = None,
     strict: Annotated[bool, Opt(help="Fail on any malformed corpus line instead of skipping it.",
                                 rich_help_panel="Data")] = False,
     allow_overlap: Annotated[Optional[bool], Opt("--allow-overlap/--no-allow-overlap", help=with_default(

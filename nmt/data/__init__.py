@@ -1,7 +1,8 @@
-"""Text in, ids out: reading and normalising corpora and the grouped held-out split
-(``corpus``), SentencePiece (``tokenizer``, which also fixes the special ids), the encoded
-corpus stored flat (``sequences``), padded and length-bucketed batches (``batching``), and a
-run's prepared data (``prepare``).
+"""Text in, ids out: reading and normalising corpora, plain or gzipped, a line at a time
+(``corpus``), the grouped held-out split (``split``), bounded random samples (``sampling``),
+SentencePiece (``tokenizer``, which also fixes the special ids), encoded sequences stored flat
+on disk (``store``), what prepared data holds and came from (``manifest``), padded and
+length-bucketed batches (``batching``), and the passes that prepare a run's data (``prepare``).
 
 May import: ``nmt.errors``, ``nmt.config``, ``nmt.runtime`` and each other; nothing of models,
 training or the CLI.

@@ -1,12 +1,16 @@
-"""Reading and normalising parallel text, and the deterministic held-out split."""
+"""Reading and normalising parallel text, streamed: plain or gzipped files, a line at a time,
+with what is skipped and why counted as it goes."""
 from __future__ import annotations
 
-import hashlib
-import io
+import contextlib
+import gzip
+import itertools
 import logging
 import re
 import unicodedata
+import zlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -52,37 +56,36 @@ class ReadReport:
         return f"{self.path}: kept {self.kept} pairs, skipped " + "; ".join(parts)
 
 
-def split_lines(data: bytes) -> list[bytes]:
-    """Lines of a byte string without a UTF-8 BOM, newlines or CRs before them."""
-    return read_lines(io.BytesIO(data), "text")
-
-
 def read_lines(stream: BinaryIO, name: str, max_line_bytes: int = MAX_LINE_BYTES) -> list[bytes]:
-    """The lines of a binary stream without a UTF-8 BOM, newlines or CRs before them.
+    """Every line of :func:`iter_lines`, as a list."""
+    return list(iter_lines(stream, name, max_line_bytes))
+
+
+def iter_lines(stream: BinaryIO, name: str, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of a binary stream without a UTF-8 BOM, newlines or CRs before them, one at a time.
 
     Read line by line with a cap, so an endless "line" (``/dev/zero``, a binary file) is
     refused after ``max_line_bytes`` instead of filling the memory. UTF-16 or UTF-32 text is
     refused from its first bytes (:func:`nmt.encoding.wide_encoding`).
     """
-    lines: list[bytes] = []
-    head, checked = b"", False  # the first bytes, until they are checked
+    head, checked, count = b"", False, 0  # the first bytes, until they are checked
     while line := stream.readline(max_line_bytes + 1):
         if len(line) > max_line_bytes:
-            raise NmtError(f"{name}: line {len(lines) + 1} is longer than {max_line_bytes:,} bytes; "
+            raise NmtError(f"{name}: line {count + 1} is longer than {max_line_bytes:,} bytes; "
                            f"not a text file of sentences")
         if not checked:
             head += line
             if len(head) >= _HEAD_BYTES:
                 _check_encoding(head, name)
                 checked = True
-        if not lines and line.startswith(b"\xef\xbb\xbf"):
+        if not count and line.startswith(b"\xef\xbb\xbf"):
             line = line[3:]
         if line.endswith(b"\n"):
             line = line[:-1]
-        lines.append(line[:-1] if line.endswith(b"\r") else line)
+        count += 1
+        yield line[:-1] if line.endswith(b"\r") else line
     if not checked:
         _check_encoding(head, name)
-    return lines
 
 
 _HEAD_BYTES = 4096
@@ -95,16 +98,25 @@ def _check_encoding(head: bytes, name: str) -> None:
 
 
 def read_text_lines(path: Path) -> list[bytes]:
-    """The raw lines of a text file; a clear error naming the file when it cannot be read."""
+    """Every line of :func:`text_lines`, as a list."""
+    return list(text_lines(path))
+
+
+def text_lines(path: Path) -> Iterator[bytes]:
+    """The raw lines of a text file, gzipped or not (by its first bytes), one at a time; a
+    clear error naming the file when it cannot be read."""
     if not path.exists():
         raise NmtError(f"{path}: no such file")
     if path.is_dir():
         raise NmtError(f"{path}: is a directory, expected a text file")
     try:
-        with open(path, "rb") as f:
-            return read_lines(f, str(path))
-    except OSError as e:
-        raise NmtError(f"{path}: cannot read ({e.strerror})") from None
+        with open(path, "rb") as raw:
+            gzipped = raw.peek(2)[:2] == b"\x1f\x8b" if hasattr(raw, "peek") else False
+            with (gzip.open(raw, "rb") if gzipped else contextlib.nullcontext(raw)) as f:
+                yield from iter_lines(f, str(path))
+    except (OSError, EOFError, zlib.error) as e:
+        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        raise NmtError(f"{path}: cannot read ({reason})") from None
 
 
 def _decode(raw: bytes, line_no: int, report: ReadReport) -> str | None:
@@ -132,10 +144,10 @@ def _keep(src: str, tgt: str, line_no: int, report: ReadReport) -> bool:
     return True
 
 
-def read_tsv(path: Path, strict: bool = False) -> tuple[list[tuple[str, str]], ReadReport]:
-    """Read ``SRC<TAB>TGT[<TAB>anything]`` lines (fra-eng format), normalised."""
-    report, pairs = ReadReport(str(path)), []
-    for line_no, raw in enumerate(read_text_lines(path), start=1):
+def tsv_pairs(path: Path, report: ReadReport) -> Iterator[tuple[str, str]]:
+    """The usable, normalised ``SRC<TAB>TGT[<TAB>anything]`` pairs of a file (the fra-eng
+    format), one at a time; what is skipped, and why, goes into ``report``."""
+    for line_no, raw in enumerate(text_lines(path), start=1):
         text = _decode(raw, line_no, report)
         if text is None:
             continue
@@ -145,64 +157,60 @@ def read_tsv(path: Path, strict: bool = False) -> tuple[list[tuple[str, str]], R
             continue
         src, tgt = normalize(cols[0]), normalize(cols[1])
         if _keep(src, tgt, line_no, report):
-            pairs.append((src, tgt))
-    return _finish(pairs, report, strict)
+            yield src, tgt
+
+
+def aligned_pairs(src_path: Path, tgt_path: Path, report: ReadReport) -> Iterator[tuple[str, str]]:
+    """The usable, normalised pairs of two aligned files, one at a time; files of different
+    lengths are refused when the shorter one ends."""
+    src_lines, tgt_lines = text_lines(src_path), text_lines(tgt_path)
+    for line_no, (raw_src, raw_tgt) in enumerate(itertools.zip_longest(src_lines, tgt_lines), start=1):
+        if raw_src is None or raw_tgt is None:
+            n_src = line_no - (raw_src is None) + sum(1 for _ in src_lines)
+            n_tgt = line_no - (raw_tgt is None) + sum(1 for _ in tgt_lines)
+            raise NmtError(f"{src_path} has {n_src} lines but {tgt_path} has {n_tgt}; aligned files need "
+                           "equal line counts")
+        src, tgt = _decode(raw_src, line_no, report), None
+        if src is not None:
+            tgt = _decode(raw_tgt, line_no, report)
+        if tgt is not None:
+            src, tgt = normalize(src), normalize(tgt)
+            if _keep(src, tgt, line_no, report):
+                yield src, tgt
+
+
+def read_tsv(path: Path, strict: bool = False) -> tuple[list[tuple[str, str]], ReadReport]:
+    """Read ``SRC<TAB>TGT[<TAB>anything]`` lines (fra-eng format), normalised."""
+    report = ReadReport(str(path))
+    return finish(list(tsv_pairs(path, report)), report, strict)
 
 
 def read_parallel(src_path: Path, tgt_path: Path, strict: bool = False
                   ) -> tuple[list[tuple[str, str]], ReadReport]:
     """Read two aligned files, one sentence per line, normalised."""
-    return _finish(*parallel_pairs(src_path, tgt_path), strict)
+    return finish(*parallel_pairs(src_path, tgt_path), strict)
 
 
 def parallel_pairs(src_path: Path, tgt_path: Path) -> tuple[list[tuple[str, str]], ReadReport]:
     """The usable, normalised pairs of two aligned files, and what was skipped."""
-    src_lines, tgt_lines = read_text_lines(src_path), read_text_lines(tgt_path)
-    if len(src_lines) != len(tgt_lines):
-        raise NmtError(f"{src_path} has {len(src_lines)} lines but {tgt_path} has "
-                       f"{len(tgt_lines)}; aligned files need equal line counts")
-    report, pairs = ReadReport(f"{src_path} + {tgt_path}"), []
-    for line_no, (raw_src, raw_tgt) in enumerate(zip(src_lines, tgt_lines), start=1):
-        src, tgt = _decode(raw_src, line_no, report), None
-        if src is not None:
-            tgt = _decode(raw_tgt, line_no, report)
-        if tgt is not None and _keep(normalize(src), normalize(tgt), line_no, report):
-            pairs.append((normalize(src), normalize(tgt)))
+    report = ReadReport(f"{src_path} + {tgt_path}")
+    return list(aligned_pairs(src_path, tgt_path, report)), report
+
+
+def finish(pairs: list[tuple[str, str]], report: ReadReport, strict: bool
+           ) -> tuple[list[tuple[str, str]], ReadReport]:
+    """``pairs`` and ``report`` once reading is done: skips are an error with ``strict``, else a
+    warning; no pair at all is an error."""
+    check_report(report, strict, bool(pairs))
     return pairs, report
 
 
-def _finish(pairs: list[tuple[str, str]], report: ReadReport, strict: bool
-            ) -> tuple[list[tuple[str, str]], ReadReport]:
+def check_report(report: ReadReport, strict: bool, any_pairs: bool) -> None:
+    """What reading ``report``'s file ended in: skips refused with ``strict``, else a warning;
+    no usable pair, an error."""
     if report.skipped:
         if strict:
             raise SettingError("strict", None, report.summary())
         log.warning(report.summary())
-    if not pairs:
+    if not any_pairs:
         raise NmtError(f"{report.path}: no usable sentence pairs")
-    return pairs, report
-
-
-@dataclass
-class Split:
-    train: list[tuple[str, str]]
-    valid: list[tuple[str, str]]
-    test: list[tuple[str, str]]
-
-
-def split_by_source(pairs: list[tuple[str, str]], valid_size: int, test_size: int) -> Split:
-    """Hold out whole groups of pairs that share a source sentence.
-
-    Groups are ordered by a hash of their source, so the split depends on nothing but the
-    text: not on line order or seed. Each held-out part gets at most a tenth of the groups.
-    """
-    sources = sorted({src for src, _ in pairs},
-                     key=lambda s: hashlib.sha1(s.encode("utf-8")).digest())
-    cap = len(sources) // 10
-    n_test, n_valid = min(test_size, cap), min(valid_size, cap)
-    test_src = set(sources[:n_test])
-    valid_src = set(sources[n_test:n_test + n_valid])
-    split = Split([], [], [])
-    for pair in pairs:
-        part = split.test if pair[0] in test_src else split.valid if pair[0] in valid_src else split.train
-        part.append(pair)
-    return split

@@ -16,7 +16,8 @@ import torch
 
 from nmt import __version__
 from nmt.config import RunConfig, read_run_config, save_config
-from nmt.data.prepare import RunData, absolute_sources, prepare_run_data
+from nmt.data.manifest import MANIFEST
+from nmt.data.prepare import RunData, absolute_sources, check_run_data, open_run_data, prepare_run_data
 from nmt.data.tokenizer import PAD_ID, Tokenizer
 from nmt.errors import NmtError, SettingError
 from nmt.inference import loading
@@ -90,7 +91,7 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
             if processes.is_main:
                 config, data = _set_up_new_run(config, run_dir, strict, held)
         if not processes.is_main:
-            config, data = _follow_new_run(run_dir, strict, processes.rank)
+            config, data = _follow_new_run(run_dir, processes.rank)
         torch.manual_seed(config.train.seed)
         model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(processes.device)
         log.info("run %s: %d parameters, vocabulary %d: %d pieces in sources, %d in targets", run_dir,
@@ -112,13 +113,12 @@ def _set_up_new_run(config: RunConfig, run_dir: Path, strict: bool, held: ExitSt
     return config, data
 
 
-def _follow_new_run(run_dir: Path, strict: bool, rank: int) -> tuple[RunConfig, RunData]:
+def _follow_new_run(run_dir: Path, rank: int) -> tuple[RunConfig, RunData]:
     """The config and data rank 0 prepared in ``run_dir``, read by another rank."""
     if not (run_dir / "config.yaml").is_file():
         raise NmtError(f"{run_dir}: rank {rank} cannot see the run rank 0 prepared; on several machines "
                        "the run directory must be on a filesystem all of them share")
-    config = read_run_config(run_dir / "config.yaml")
-    return config, prepare_run_data(config.data, run_dir, strict, Tokenizer(run_dir / "spm.model"))
+    return read_run_config(run_dir / "config.yaml"), open_run_data(run_dir)
 
 
 BUDGET_KEYS = ("epochs", "max_steps", "max_minutes")
@@ -153,7 +153,10 @@ def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> T
         checkpoint.load_model_weights(model, tensors, path)
         optimizer = make_optimizer(model.to(processes.device), config.train.lr, processes.device)
         checkpoint.load_optimizer(optimizer, tensors, meta, path)
-        data = prepare_run_data(config.data, run_dir, strict, tokenizer)
+        with distributed.leading(processes):
+            if processes.is_main:
+                _check_data(config, run_dir, strict, tokenizer)
+        data = open_run_data(run_dir, tokenizer)
         try:
             torch.set_rng_state(tensors["rng.torch"])
         except RuntimeError:
@@ -162,6 +165,15 @@ def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> T
             trim_metrics(run_dir / "metrics.jsonl", state.step)
             save_config(config, run_dir / "config.yaml")
         return _train(config, model, data, run_dir, processes, state, optimizer)
+
+
+def _check_data(config: RunConfig, run_dir: Path, strict: bool, tokenizer: Tokenizer) -> None:
+    """The run's prepared data, checked against the files it came from; a run an older nmt
+    prepared without data.json gets its encoded pairs now, from the same files (once)."""
+    if (run_dir / MANIFEST).exists():
+        check_run_data(config.data, run_dir)
+    else:
+        prepare_run_data(config.data, run_dir, strict, tokenizer=tokenizer)
 
 
 def _train(config: RunConfig, model: TranslationModel, data: RunData, run_dir: Path, processes: Processes,
@@ -182,14 +194,11 @@ def _train(config: RunConfig, model: TranslationModel, data: RunData, run_dir: P
 def write_summary(run_dir: Path, config: RunConfig, data: RunData, trainer: Trainer,
                   device: torch.device, wall_s: float) -> None:
     """run.json: what a model card needs, beside the checkpoints."""
-    s = trainer.state
+    s, m = trainer.state, data.manifest
     summary = {
-        "nmt_version": __version__, "corpus": data.report.path,
-        "pairs": {"read": data.report.kept, "skipped": sum(data.report.skipped.values()),
-                  "train": len(data.train_src), "dropped_long": data.dropped_long,
-                  "valid": len(data.split.valid), "test": len(data.split.test)},
-        "held_out_overlap": {part: {"sources": total, "in_training_corpus": shared}
-                             for part, (shared, total) in data.overlap.items()},
+        "nmt_version": __version__, "corpus": m.corpus,
+        "pairs": {**m.pairs, "skipped": sum(m.pairs["skipped"].values())},
+        "held_out_overlap": m.held_out_overlap,
         "parameters": count_parameters(trainer.model), "vocab_size": data.tokenizer.vocab_size,
         "steps": s.step, "epochs_completed": s.epoch, "train_seconds": round(s.elapsed, 1),
         "wall_seconds": round(wall_s, 1), "best_valid_bleu": s.best_bleu,

@@ -105,8 +105,8 @@ class Trainer:
         self.steps_taken = 0  # by this trainer, for RELEASE_EVERY
         self.last_valid_step = self.state.step
         self.loss_since_valid: list[float] = []
-        self.src_lens, self.tgt_lens = data.train_src.lengths(), data.train_tgt.lengths()
-        self.valid = data.split.valid
+        self.src_lens, self.tgt_lens = data.train_src.lengths().tolist(), data.train_tgt.lengths().tolist()
+        self.valid = data.valid
         self.valid_src = data.tokenizer.encode([s for s, _ in self.valid])
         self.valid_tgt = data.tokenizer.encode([t for _, t in self.valid])
         gc.collect()  # what preparing the data left in reference cycles, then all it freed

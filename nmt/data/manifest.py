@@ -1,0 +1,82 @@
+"""What prepared data holds and where it came from (``data.json``): each source file's size and
+SHA-256, the pair counts, what was skipped and why, the held-out sets' overlap with the corpus,
+the tokenizer's fingerprint and the pieces each side of a model needs rows for.
+
+A run's data is checked against it instead of being read again: ``--resume`` refuses a corpus
+whose fingerprint changed, and never re-encodes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nmt.errors import NmtError
+from nmt.runtime.fileio import atomic_write_text
+
+MANIFEST = "data.json"
+FORMAT = 1
+
+
+def fingerprint(path: Path) -> dict[str, Any]:
+    """``path`` (absolute), its size and its SHA-256, read a megabyte at a time."""
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+                size += len(chunk)
+    except OSError as e:
+        raise NmtError(f"{path}: cannot read ({e.strerror})") from None
+    return {"path": str(Path(path).resolve()), "bytes": size, "sha256": digest.hexdigest()}
+
+
+@dataclass
+class Manifest:
+    """The record of prepared data. ``sources``: each data file's :func:`fingerprint`, by the
+    setting that names it (``corpus``, ``valid_src``, ...); ``corpus``: the corpus as a report
+    names it; ``pairs``: counts (read, skipped by reason, train, dropped_long, valid, test);
+    ``held_out_overlap``: per held-out set, its distinct sources and how many the corpus also
+    has; ``source_pieces``/``target_pieces``: the ids each side has rows for."""
+
+    sources: dict[str, dict[str, Any]]
+    corpus: str
+    pairs: dict[str, Any]
+    held_out_overlap: dict[str, dict[str, int]]
+    tokenizer_sha256: str
+    vocab_size: int
+    source_pieces: list[int]
+    target_pieces: list[int]
+    settings: dict[str, Any] = field(default_factory=dict)  # the data settings it was prepared with
+    format: int = FORMAT
+
+    def save(self, directory: Path) -> None:
+        atomic_write_text(directory / MANIFEST, json.dumps(dataclasses.asdict(self), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> Manifest:
+        path = directory / MANIFEST
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            manifest = cls(**raw)
+        except FileNotFoundError:
+            raise NmtError(f"{path}: missing; the data was not prepared, or not by this nmt") from None
+        except (OSError, ValueError, TypeError) as e:
+            raise NmtError(f"{path}: damaged data manifest ({type(e).__name__}: {e})") from None
+        if manifest.format != FORMAT:
+            raise NmtError(f"{path}: data format {manifest.format}, but this nmt reads format {FORMAT}")
+        return manifest
+
+    def check_sources(self, files: dict[str, str], what: str) -> None:
+        """Refuse when a data file in ``files`` (setting: path) differs from the one prepared:
+        another file, or the same one changed."""
+        for name, path in files.items():
+            recorded = self.sources.get(name)
+            now = fingerprint(Path(path)) if Path(path).exists() else None
+            if recorded is None or now is None or now["sha256"] != recorded["sha256"]:
+                change = "missing" if now is None else "not the file prepared" if recorded is None else "changed"
+                raise NmtError(f"{path}: not the data {what} (its {name} is {change} since it was prepared); "
+                               "use the original files")

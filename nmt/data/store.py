@@ -1,0 +1,137 @@
+"""Piece-id sequences stored flat on disk and read memory-mapped, so that a corpus of millions
+of pairs costs a run no memory of its own: the operating system pages in what batches read.
+
+A store named NAME is two NumPy files: ``NAME.ids.npy``, every sequence's ids end to end
+(int16 where the vocabulary fits in it, else int32), and ``NAME.offsets.npy`` (int64), where
+sequence i is ``ids[offsets[i]:offsets[i + 1]]``. They are written a chunk at a time, under
+temporary names renamed into place once complete, and opened read-only: several runs, and
+every rank of one, may share them.
+"""
+from __future__ import annotations
+
+import itertools
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from nmt.errors import NmtError
+
+_HEADER = 128  # bytes: room for any shape, a multiple of 64 as the format asks
+
+
+def ids_dtype(vocab_size: int) -> np.dtype:
+    """The narrowest signed type that holds every piece id of a ``vocab_size`` vocabulary."""
+    return np.dtype(np.int16 if vocab_size <= np.iinfo(np.int16).max + 1 else np.int32)
+
+
+def _npy_header(dtype: np.dtype, length: int) -> bytes:
+    """The header of a one-dimensional .npy file (format 1.0), padded to :data:`_HEADER` bytes."""
+    text = f"{{'descr': '{dtype.str}', 'fortran_order': False, 'shape': ({length},), }}"
+    text = text.ljust(_HEADER - 10 - 1) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text.encode("latin-1")
+
+
+class _FlatWriter:
+    """One .npy file of ``dtype``, appended to a chunk at a time; its header, written last,
+    says how long it became."""
+
+    def __init__(self, path: Path, dtype: np.dtype) -> None:
+        self.path, self.dtype, self.length = path, dtype, 0
+        self.tmp = path.with_name(path.name + ".tmp")
+        self.file = open(self.tmp, "wb")
+        self.file.write(_npy_header(dtype, 0))
+
+    def append(self, values: np.ndarray) -> None:
+        values.astype(self.dtype, copy=False).tofile(self.file)
+        self.length += len(values)
+
+    def close(self, keep: bool) -> None:
+        if keep:
+            self.file.seek(0)
+            self.file.write(_npy_header(self.dtype, self.length))
+        self.file.close()
+        if keep:
+            self.tmp.replace(self.path)
+        else:
+            self.tmp.unlink(missing_ok=True)
+
+
+class StoreWriter:
+    """Writes the store ``name`` in ``directory``: ``with StoreWriter(...) as w: w.extend(seqs)``.
+    Nothing of it is in place until the block ends without an error."""
+
+    def __init__(self, directory: Path, name: str, vocab_size: int) -> None:
+        self.ids = _FlatWriter(directory / f"{name}.ids.npy", ids_dtype(vocab_size))
+        self.offsets = _FlatWriter(directory / f"{name}.offsets.npy", np.dtype(np.int64))
+        self.offsets.append(np.zeros(1, dtype=np.int64))
+        self.count = 0
+
+    def extend(self, sequences: list[list[int]]) -> None:
+        lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+        total = int(lengths.sum())
+        self.ids.append(np.fromiter(itertools.chain.from_iterable(sequences), dtype=self.ids.dtype, count=total))
+        self.offsets.append(np.cumsum(lengths) + self.ids.length - total)
+        self.count += len(sequences)
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, error_type: type | None, *_: object) -> None:
+        for writer in (self.ids, self.offsets):
+            writer.close(keep=error_type is None)
+
+
+class TokenStore(Sequence):
+    """The sequences of a store: ``store[i]`` is a new ``list[int]``. ``ids`` and ``offsets`` as
+    the module says; memory-mapped when :meth:`open` read them."""
+
+    def __init__(self, ids: np.ndarray, offsets: np.ndarray) -> None:
+        self.ids, self.offsets = ids, offsets
+
+    @classmethod
+    def open(cls, directory: Path, name: str) -> TokenStore:
+        """The store ``name`` in ``directory``, read-only and memory-mapped, its shape checked."""
+        paths = [directory / f"{name}.{part}.npy" for part in ("ids", "offsets")]
+        try:
+            ids, offsets = (np.load(path, mmap_mode="r", allow_pickle=False) for path in paths)
+        except (OSError, ValueError) as e:
+            raise NmtError(f"{directory}: cannot read the encoded data {name} ({e})") from None
+        if (ids.ndim != 1 or offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0
+                or offsets[-1] != len(ids) or ids.dtype.kind != "i" or offsets.dtype != np.int64):
+            raise NmtError(f"{directory}: the encoded data {name} is damaged; prepare the data again")
+        return cls(ids, offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index: int) -> list[int]:
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"sequence {index} of {len(self)}")
+        index %= len(self)
+        return self.ids[self.offsets[index]:self.offsets[index + 1]].tolist()
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return (self[i] for i in range(len(self)))
+
+    def lengths(self) -> np.ndarray:
+        """Each sequence's length, in order, shape (sequences,)."""
+        return np.diff(self.offsets)
+
+    def distinct(self, vocab_size: int, chunk: int = 1 << 24) -> list[int]:
+        """Every id that occurs in some sequence, sorted; read a chunk at a time."""
+        seen = np.zeros(vocab_size, dtype=bool)
+        for start in range(0, len(self.ids), chunk):
+            seen[np.asarray(self.ids[start:start + chunk])] = True
+        return np.flatnonzero(seen).tolist()
+
+    def __repr__(self) -> str:
+        return f"TokenStore({len(self)} sequences, {len(self.ids)} ids, {self.ids.dtype})"
+
+
+def in_memory(sequences: Sequence[list[int]], vocab_size: int) -> TokenStore:
+    """A store of ``sequences`` held in memory, for tests and small data."""
+    lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+    ids = np.fromiter(itertools.chain.from_iterable(sequences), dtype=ids_dtype(vocab_size), count=int(lengths.sum()))
+    return TokenStore(ids, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))

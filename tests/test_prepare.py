@@ -1,0 +1,62 @@
+"""Prepared data (nmt.data.prepare): the passes over a corpus, gzipped or not, the tokenizer's
+bounded sample, data.json, and runs prepared before data.json existed."""
+import gzip
+import json
+import logging
+
+import numpy as np
+from test_train import _assert_same_last, _config
+
+from nmt.config import DataConfig
+from nmt.data.prepare import open_run_data, prepare_run_data
+from nmt.training.runs import resume_run, train_new_run
+
+
+def _prepare(tmp_path, name, **settings):
+    directory = tmp_path / name
+    directory.mkdir()
+    return prepare_run_data(DataConfig(vocab_size=60, valid_size=10, test_size=10, **settings), directory)
+
+
+def test_a_gzipped_corpus_prepares_as_its_text(tmp_path, corpus_file):
+    packed = tmp_path / "toy.tsv.gz"  # named .gz, but the first bytes decide
+    packed.write_bytes(gzip.compress(corpus_file.read_bytes()))
+    plain, gz = _prepare(tmp_path, "plain", corpus=str(corpus_file)), _prepare(tmp_path, "gz", corpus=str(packed))
+    assert plain.tokenizer.sha256 == gz.tokenizer.sha256 and (plain.valid, plain.test) == (gz.valid, gz.test)
+    for side in ("src", "tgt"):
+        a, b = getattr(plain, f"train_{side}"), getattr(gz, f"train_{side}")
+        assert np.array_equal(a.ids, b.ids) and np.array_equal(a.offsets, b.offsets)
+    assert gz.manifest.sources["corpus"]["sha256"] != plain.manifest.sources["corpus"]["sha256"]
+
+
+def test_data_json_says_what_was_prepared_and_from_what(tmp_path, corpus_file):
+    lines = corpus_file.read_text().splitlines()
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("\n".join(lines[:50] + ["no tab here"] + lines[50:]) + "\n")
+    data = _prepare(tmp_path, "data", corpus=str(corpus))
+    record = json.loads((tmp_path / "data" / "data.json").read_text())
+    assert record["sources"]["corpus"]["path"] == str(corpus) and record["sources"]["corpus"]["bytes"] > 0
+    assert record["pairs"]["read"] == len(lines) and record["pairs"]["skipped"] == {"lines without a tab": 1}
+    assert record["pairs"]["train"] == len(data.train_src) and record["pairs"]["valid"] == len(data.valid)
+    assert record["tokenizer_sha256"] == data.tokenizer.sha256 and record["settings"]["vocab_size"] == 60
+    again = open_run_data(tmp_path / "data")
+    assert list(again.train_src) == list(data.train_src) and again.source_pieces == data.source_pieces
+
+
+def test_the_tokenizer_trains_on_a_bounded_sample(tmp_path, corpus_file, caplog):
+    with caplog.at_level(logging.INFO):
+        data = _prepare(tmp_path, "small", corpus=str(corpus_file), spm_sample=100)
+    assert "SentencePiece trains on 50 of the" in caplog.text
+    full = _prepare(tmp_path, "full", corpus=str(corpus_file))
+    assert data.tokenizer.sha256 != full.tokenizer.sha256 and len(data.train_src) == len(full.train_src)
+
+
+def test_a_run_prepared_before_data_json_resumes_exactly(tmp_path, corpus_file):
+    train_new_run(_config(corpus_file, max_steps=12), tmp_path / "whole")
+    train_new_run(_config(corpus_file, max_steps=6), tmp_path / "old")
+    for name in ("data.json", "train.src.ids.npy", "train.src.offsets.npy", "train.tgt.ids.npy",
+                 "train.tgt.offsets.npy"):
+        (tmp_path / "old" / name).unlink()  # as an nmt before prepared data left its runs
+    assert resume_run(tmp_path / "old", {"max_steps": 12}).step == 12
+    assert (tmp_path / "old" / "data.json").is_file()  # encoded once, from the same corpus
+    _assert_same_last(tmp_path / "whole", tmp_path / "old")
