@@ -39,11 +39,16 @@ class DataConfig:
     vocab_size: int = 8000  # one joint SentencePiece vocabulary; 8k beat 2k after 20 minutes (README)
     allow_overlap: bool = False  # accept given valid/test sets whose every source is also in training
     spm_sample: int = 2_000_000  # sentences SentencePiece trains on at most, drawn at random (both sides)
+    data: str | None = None  # prepared data (nmt prepare) to train on, instead of preparing it in the run
+    data_sha256: str = ""  # of that data's data.json, checked on every resume; set by nmt train
+
+    FILES = ("corpus", "src_file", "tgt_file", "valid_src", "valid_tgt", "test_src", "test_tgt")
+    # What shapes prepared data: with ``data``, these come from its data.json
+    PREPARED = FILES + ("valid_size", "test_size", "max_pieces", "vocab_size", "allow_overlap", "spm_sample")
 
     def files(self) -> dict[str, str]:
         """The data files this config names: corpus or source/target files, given held-out sets."""
-        names = ("corpus", "src_file", "tgt_file", "valid_src", "valid_tgt", "test_src", "test_tgt")
-        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+        return {name: getattr(self, name) for name in self.FILES if getattr(self, name) is not None}
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,7 @@ class ModelConfig:
 
 
 # Model settings with no flag of their own: YAML-only, or set by nmt train from the data
-NO_FLAG = ("init_range", "vocab", "source_pieces", "target_pieces", "tokenizer_sha256")
+NO_FLAG = ("init_range", "vocab", "source_pieces", "target_pieces", "tokenizer_sha256", "data_sha256")
 
 DEFAULT_EPOCHS = 10
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # what each means: nmt/runtime/precision.py

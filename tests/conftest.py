@@ -9,6 +9,8 @@ import random
 import subprocess
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -97,6 +99,24 @@ def nmt(*args: str | bytes, stdin: str | None = None, cwd: Path | None = None, p
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         stderr += "".join(traceback.format_exception(result.exception))
     return subprocess.CompletedProcess(args, result.exit_code, result.stdout, stderr)
+
+
+@contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """``path`` read-only even for root: a read-only bind mount (chmod where not root)."""
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        try:
+            yield
+        finally:
+            path.chmod(0o755)
+        return
+    if subprocess.run(["mount", "--bind", "-o", "ro", str(path), str(path)], capture_output=True).returncode:
+        pytest.skip("cannot make a read-only mount here")
+    try:
+        yield
+    finally:
+        subprocess.run(["umount", str(path)], check=True)
 
 
 def clean_error(result: subprocess.CompletedProcess, *needles: str) -> None:

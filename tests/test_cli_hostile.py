@@ -9,11 +9,9 @@ import stat
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
-from conftest import ROOT, TINY, clean_error, make_pairs, nmt
+from conftest import ROOT, TINY, clean_error, make_pairs, nmt, read_only
 from PIL import Image
 from safetensors.torch import load_file, save_file
 
@@ -25,24 +23,6 @@ from nmt.training.runs import resume_run
 def _copy(run, tmp_path, name="run"):
     shutil.copytree(run, tmp_path / name)
     return tmp_path / name
-
-
-@contextmanager
-def _read_only(path: Path):
-    """``path`` read-only even for root: a read-only bind mount (chmod where not root)."""
-    if os.geteuid() != 0:
-        path.chmod(0o555)
-        try:
-            yield
-        finally:
-            path.chmod(0o755)
-        return
-    if subprocess.run(["mount", "--bind", "-o", "ro", str(path), str(path)], capture_output=True).returncode:
-        pytest.skip("cannot make a read-only mount here")
-    try:
-        yield
-    finally:
-        subprocess.run(["umount", str(path)], check=True)
 
 
 # --- outputs ------------------------------------------------------------------------------
@@ -93,7 +73,7 @@ def test_a_full_disk_is_a_clear_error(tiny_run):
 
 
 def test_bench_checks_its_output_before_measuring(tmp_path):
-    with _read_only(tmp_path):
+    with read_only(tmp_path):
         start = time.monotonic()
         result = nmt("bench", "--steps", "1", cwd=tmp_path)
         clean_error(result, "--json-out bench.json: cannot write there")
@@ -134,7 +114,7 @@ def test_a_run_directory_has_one_writer_and_a_killed_ones_lock_does_not_block(co
 
 def test_a_read_only_run_directory_cannot_be_resumed_but_still_translates(tiny_run, tmp_path):
     run = _copy(tiny_run, tmp_path)
-    with _read_only(run):
+    with read_only(run):
         clean_error(nmt("train", "--resume", str(run), "--max-steps", "6"), "cannot write in the run directory")
         result = nmt("translate", "--checkpoint", str(run), "Tom sees the cat.")
         assert result.returncode == 0, result.stderr

@@ -5,6 +5,7 @@ import json
 import logging
 
 import numpy as np
+from conftest import TINY, clean_error, nmt, read_only
 from test_train import _assert_same_last, _config
 
 from nmt.config import DataConfig
@@ -60,3 +61,38 @@ def test_a_run_prepared_before_data_json_resumes_exactly(tmp_path, corpus_file):
     assert resume_run(tmp_path / "old", {"max_steps": 12}).step == 12
     assert (tmp_path / "old" / "data.json").is_file()  # encoded once, from the same corpus
     _assert_same_last(tmp_path / "whole", tmp_path / "old")
+
+
+# --- nmt prepare, and runs that share its data --------------------------------------------
+
+def test_runs_share_prepared_data_read_only_and_refuse_it_changed(tmp_path, corpus):
+    data = tmp_path / "data"
+    made = nmt("prepare", "--corpus", corpus, "--vocab-size", "60", "--valid-size", "5", "--test-size", "5",
+               "-o", data)
+    assert made.returncode == 0 and "prepared" in made.stderr, made.stderr
+    args = [a for a in TINY if a not in ("--vocab-size", "60", "--valid-size", "--test-size", "5")]
+    with read_only(data):  # every run (and rank) only reads it
+        for name in ("a", "b"):
+            run = nmt("train", "--data", data, "--run-dir", tmp_path / name, "--max-steps", "2", *args)
+            assert run.returncode == 0, run.stderr
+    assert (tmp_path / "a" / "spm.model").read_bytes() == (data / "spm.model").read_bytes()
+    assert not list((tmp_path / "a").glob("train.*.npy"))  # the pairs stay in the data
+    scored = nmt("eval", "--checkpoint", tmp_path / "a", "--json")
+    assert scored.returncode == 0, scored.stderr
+    clean_error(nmt("train", "--data", data, "--vocab-size", "80", "--run-dir", tmp_path / "c", *args),
+                f"--vocab-size 80: --data {data} was prepared with 60")
+    record = json.loads((data / "data.json").read_text())
+    record["pairs"]["skipped"] = {"edited": 1}
+    (data / "data.json").write_text(json.dumps(record))
+    clean_error(nmt("train", "--resume", tmp_path / "a", "--max-steps", "3"),
+                f"--data {data}: not the data this run started with (its data.json changed)")
+
+
+def test_prepare_makes_its_directory_whole_or_not_at_all(tmp_path, corpus):
+    clean_error(nmt("prepare", "--corpus", tmp_path / "nope.tsv", "-o", tmp_path / "data"), "no such file")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("")
+    clean_error(nmt("prepare", "--corpus", corpus, "-o", tmp_path / "full"), "--output", "is not empty")
+    clean_error(nmt("train", "--data", tmp_path / "nowhere", "--run-dir", tmp_path / "r"), "data.json: missing")
+    assert not (tmp_path / "r").exists()

@@ -10,7 +10,10 @@ import typer
 from rich.logging import RichHandler
 
 from nmt import __version__
-from nmt.cli import demo_command, serve_command, tool_commands
+from nmt.cli import demo_command, prepare_command, serve_command, tool_commands
+from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, MaxPiecesOpt, SpmSampleOpt, SrcFileOpt, StrictOpt,
+                                  TestSizeOpt, TestSrcOpt, TestTgtOpt, TgtFileOpt, ValidSizeOpt, ValidSrcOpt,
+                                  ValidTgtOpt, VocabSizeOpt)
 from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, FlagNames, KernelsOpt, Opt, PenaltyOpt,
                              PrecisionOpt, at_least, err, load_translator, user_errors, with_default)
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
@@ -48,37 +51,22 @@ def _main(
 
 @app.command(epilog="Example: nmt train --corpus data/fra-eng/fra.txt --max-minutes 30")
 def train(
-    corpus: Annotated[Optional[Path], Opt(help="Parallel TSV corpus, SRC<TAB>TGT per line. "
-                                          "\\[default: data/fra-eng/fra.txt, downloaded if missing]",
-                                          rich_help_panel="Data")] = None,
-    src_file: Annotated[Optional[Path], Opt(help="Source side as a plain-text file (with --tgt-file).",
-                                            rich_help_panel="Data")] = None,
-    tgt_file: Annotated[Optional[Path], Opt(help="Target side, aligned line by line with --src-file.",
-                                            rich_help_panel="Data")] = None,
-    valid_src: Annotated[Optional[Path], Opt(help="Validation sources (with --valid-tgt), instead of "
-                                             "holding them out of the corpus.", rich_help_panel="Data")] = None,
-    valid_tgt: Annotated[Optional[Path], Opt(help="Validation references, aligned with --valid-src.",
-                                             rich_help_panel="Data")] = None,
-    test_src: Annotated[Optional[Path], Opt(help="Test sources (with --test-tgt), instead of holding "
-                                            "them out of the corpus.", rich_help_panel="Data")] = None,
-    test_tgt: Annotated[Optional[Path], Opt(help="Test references, aligned with --test-src.",
-                                            rich_help_panel="Data")] = None,
-    valid_size: Annotated[Optional[int], Opt(help=with_default("valid_size", "Held-out validation source sentences."),
-                                             rich_help_panel="Data")] = None,
-    test_size: Annotated[Optional[int], Opt(help=with_default("test_size", "Held-out test source sentences."),
-                                            rich_help_panel="Data")] = None,
-    max_pieces: Annotated[Optional[int], Opt(help=with_default("max_pieces", "Drop longer training pairs."),
-                                             rich_help_panel="Data")] = None,
-    vocab_size: Annotated[Optional[int], Opt(help=with_default("vocab_size", "Joint SentencePiece vocabulary size."),
-                                             rich_help_panel="Data")] = None,
-    spm_sample: Annotated[Optional[int], Opt(help=with_default("spm_sample", "Sentences SentencePiece trains on at "
-                                             "most, drawn at random from the training pairs' two sides."),
-                                             rich_help_panel="Data")] = None,
-    strict: Annotated[bool, Opt(help="Fail on any malformed corpus line instead of skipping it.",
-                                rich_help_panel="Data")] = False,
-    allow_overlap: Annotated[Optional[bool], Opt("--allow-overlap/--no-allow-overlap", help=with_default(
-        "allow_overlap", "Accept a given validation or test set whose every source is also a "
-        "training source (its scores then measure recall)."), rich_help_panel="Data")] = None,
+    corpus: CorpusOpt = None,
+    src_file: SrcFileOpt = None,
+    tgt_file: TgtFileOpt = None,
+    valid_src: ValidSrcOpt = None,
+    valid_tgt: ValidTgtOpt = None,
+    test_src: TestSrcOpt = None,
+    test_tgt: TestTgtOpt = None,
+    valid_size: ValidSizeOpt = None,
+    test_size: TestSizeOpt = None,
+    max_pieces: MaxPiecesOpt = None,
+    vocab_size: VocabSizeOpt = None,
+    spm_sample: SpmSampleOpt = None,
+    strict: StrictOpt = False,
+    allow_overlap: AllowOverlapOpt = None,
+    data: Annotated[Optional[Path], Opt(help="Prepared data (nmt prepare -o DATA) to train on, instead of the "
+                                        "corpus options.", rich_help_panel="Data")] = None,
     arch: Annotated[Optional[str], Opt(help=with_default("arch", "gru, or transformer (embed size = hidden size = "
                                                "d_model)."), rich_help_panel="Model")] = None,
     embed_size: Annotated[Optional[int], Opt(help=with_default("embed_size", "Embedding size."),
@@ -280,6 +268,7 @@ def eval_(
         print_out(score_json(info, scores) if json_out else score_table(info, scores))
 
 
+prepare_command.register(app)
 tool_commands.register(app)
 serve_command.register(app)
 demo_command.register(app)

@@ -13,9 +13,12 @@ read carves the held-out pairs and samples training sentences for SentencePiece
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import logging
+import os
+import shutil
 import urllib.request
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -27,9 +30,9 @@ import numpy as np
 
 from nmt.config import DataConfig, RunConfig
 from nmt.data.corpus import ReadReport, aligned_pairs, check_report, parallel_pairs, read_tsv, tsv_pairs
-from nmt.data.manifest import Manifest, fingerprint
+from nmt.data.manifest import MANIFEST, Manifest, fingerprint
 from nmt.data.sampling import Reservoir
-from nmt.data.split import HeldOut, Split
+from nmt.data.split import HeldOut
 from nmt.data.store import StoreWriter, TokenStore
 from nmt.data.tokenizer import SPECIALS, Tokenizer
 from nmt.errors import NmtError, SettingError, SettingMessage
@@ -344,9 +347,64 @@ def open_run_data(directory: Path, tokenizer: Tokenizer | None = None) -> RunDat
                    read_pairs(directory / "test.tsv"), manifest)
 
 
-def check_run_data(cfg: DataConfig, directory: Path) -> None:
-    """Refuse data files that changed since ``directory``'s data was prepared from them."""
-    Manifest.load(directory).check_sources(absolute_sources(cfg), "this run started with")
+def check_run_data(cfg: DataConfig, run_dir: Path) -> None:
+    """Refuse a run's data when what it came from changed since it was prepared: the files, for
+    data prepared in the run; the data's data.json, for prepared data it was given (``data``)."""
+    if cfg.data is None:
+        Manifest.load(run_dir).check_sources(absolute_sources(cfg), "this run started with")
+    elif manifest_sha256(Path(cfg.data)) != cfg.data_sha256:
+        raise SettingError("data", cfg.data, "not the data this run started with (its data.json changed); "
+                           "resume with the data it started with")
+
+
+def data_dir(cfg: DataConfig, run_dir: Path) -> Path:
+    """Where a run's prepared data is: given to it (``data``), or in the run itself."""
+    return Path(cfg.data) if cfg.data is not None else run_dir
+
+
+def manifest_sha256(directory: Path) -> str:
+    return fingerprint(directory / MANIFEST)["sha256"]
+
+
+def adopt_prepared(cfg: DataConfig) -> DataConfig:
+    """``cfg`` for training on the prepared data ``cfg.data``: its files and settings as its
+    data.json records them, and that file's SHA-256. A setting given that differs from the
+    data's is refused: the data would have to be prepared again."""
+    directory = Path(cfg.data).resolve()
+    manifest = Manifest.load(directory)
+    prepared = {name: None for name in DataConfig.FILES} | {name: record["path"] for name, record in
+                                                           manifest.sources.items()} | manifest.settings
+    for name in DataConfig.PREPARED:
+        given, recorded = getattr(cfg, name), prepared.get(name, getattr(DataConfig, name))
+        same = (given == recorded or (given is not None and recorded is not None and name in DataConfig.FILES
+                                      and Path(given).resolve() == Path(recorded)))
+        if given != getattr(DataConfig, name) and not same:
+            raise SettingError(name, given, f"{{data}} {directory} was prepared with {recorded}; prepare it "
+                               "again (nmt prepare) to change it", ("data",))
+    return dataclasses.replace(cfg, **{name: prepared.get(name, getattr(DataConfig, name))
+                                       for name in DataConfig.PREPARED},
+                               data=str(directory), data_sha256=manifest_sha256(directory))
+
+
+def prepare_data_dir(cfg: DataConfig, out: Path, strict: bool = False) -> RunData:
+    """``nmt prepare``: ``cfg``'s data, prepared into the new directory ``out``, whole or not at
+    all (it is built beside ``out`` and renamed into place)."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise SettingError("output", out, "exists and is not empty; choose another directory")
+    partial = out.parent / f".{out.name}.partial-{os.getpid()}"
+    try:
+        partial.mkdir(parents=True)
+    except OSError as e:
+        raise SettingError("output", out, f"cannot create ({e.strerror})") from None
+    try:
+        prepare_run_data(cfg, partial, strict)
+        if out.exists():
+            out.rmdir()
+        partial.rename(out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return open_run_data(out)
 
 
 def share(part: int, whole: int) -> str:

@@ -1,9 +1,11 @@
 """Starting a run: directory, seed, device, data, model; then hand over to the Trainer."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import platform
+import shutil
 import time
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
@@ -17,7 +19,8 @@ import torch
 from nmt import __version__
 from nmt.config import RunConfig, read_run_config, save_config
 from nmt.data.manifest import MANIFEST
-from nmt.data.prepare import RunData, absolute_sources, check_run_data, open_run_data, prepare_run_data
+from nmt.data.prepare import (RunData, absolute_sources, adopt_prepared, check_run_data, data_dir, open_run_data,
+                              prepare_run_data)
 from nmt.data.tokenizer import PAD_ID, Tokenizer
 from nmt.errors import NmtError, SettingError
 from nmt.inference import loading
@@ -25,7 +28,7 @@ from nmt.models.build import build_model, count_parameters
 from nmt.models.interface import TranslationModel
 from nmt.runtime import checkpoint
 from nmt.runtime.devices import configure_cpu, describe
-from nmt.runtime.fileio import atomic_write_text
+from nmt.runtime.fileio import atomic_path, atomic_write_text
 from nmt.runtime.lock import LOCK_FILE, run_lock
 from nmt.runtime.precision import resolve
 from nmt.training import distributed
@@ -107,7 +110,14 @@ def _set_up_new_run(config: RunConfig, run_dir: Path, strict: bool, held: ExitSt
     held.enter_context(run_lock(run_dir))
     _check_empty(run_dir, lock_existed)
     with _set_up(run_dir, created):
-        data = prepare_run_data(config.data, run_dir, strict)
+        if config.data.data is not None:  # prepared once (nmt prepare), opened by every run
+            config = dataclasses.replace(config, data=adopt_prepared(config.data))
+            data = open_run_data(Path(config.data.data))
+            for name in ("spm.model", "valid.tsv", "test.tsv"):  # what translating and scoring the run read
+                with atomic_path(run_dir / name) as tmp:
+                    shutil.copyfile(Path(config.data.data) / name, tmp)
+        else:
+            data = prepare_run_data(config.data, run_dir, strict)
         config = data.sized(config).replace(**absolute_sources(config.data))
         save_config(config, run_dir / "config.yaml")
     return config, data
@@ -118,7 +128,8 @@ def _follow_new_run(run_dir: Path, rank: int) -> tuple[RunConfig, RunData]:
     if not (run_dir / "config.yaml").is_file():
         raise NmtError(f"{run_dir}: rank {rank} cannot see the run rank 0 prepared; on several machines "
                        "the run directory must be on a filesystem all of them share")
-    return read_run_config(run_dir / "config.yaml"), open_run_data(run_dir)
+    config = read_run_config(run_dir / "config.yaml")
+    return config, open_run_data(data_dir(config.data, run_dir))
 
 
 BUDGET_KEYS = ("epochs", "max_steps", "max_minutes")
@@ -156,7 +167,7 @@ def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> T
         with distributed.leading(processes):
             if processes.is_main:
                 _check_data(config, run_dir, strict, tokenizer)
-        data = open_run_data(run_dir, tokenizer)
+        data = open_run_data(data_dir(config.data, run_dir), tokenizer)
         try:
             torch.set_rng_state(tensors["rng.torch"])
         except RuntimeError:
@@ -170,7 +181,7 @@ def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> T
 def _check_data(config: RunConfig, run_dir: Path, strict: bool, tokenizer: Tokenizer) -> None:
     """The run's prepared data, checked against the files it came from; a run an older nmt
     prepared without data.json gets its encoded pairs now, from the same files (once)."""
-    if (run_dir / MANIFEST).exists():
+    if config.data.data is not None or (run_dir / MANIFEST).exists():
         check_run_data(config.data, run_dir)
     else:
         prepare_run_data(config.data, run_dir, strict, tokenizer=tokenizer)

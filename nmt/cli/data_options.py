@@ -1,0 +1,41 @@
+"""The options that say where a corpus is and how it is prepared, shared by ``nmt prepare`` and
+``nmt train`` (which prepares into its run unless given ``--data``)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+from nmt.cli.options import Opt, with_default
+
+PANEL = "Data"
+
+CorpusOpt = Annotated[Optional[Path], Opt(
+    help="Parallel TSV corpus, SRC<TAB>TGT per line, plain or gzipped. \\[default: data/fra-eng/fra.txt, "
+         "downloaded if missing]", rich_help_panel=PANEL)]
+SrcFileOpt = Annotated[Optional[Path], Opt(help="Source side as a plain-text file (with --tgt-file).",
+                                           rich_help_panel=PANEL)]
+TgtFileOpt = Annotated[Optional[Path], Opt(help="Target side, aligned line by line with --src-file.",
+                                           rich_help_panel=PANEL)]
+ValidSrcOpt = Annotated[Optional[Path], Opt(help="Validation sources (with --valid-tgt), instead of holding them "
+                                            "out of the corpus.", rich_help_panel=PANEL)]
+ValidTgtOpt = Annotated[Optional[Path], Opt(help="Validation references, aligned with --valid-src.",
+                                            rich_help_panel=PANEL)]
+TestSrcOpt = Annotated[Optional[Path], Opt(help="Test sources (with --test-tgt), instead of holding them out of "
+                                           "the corpus.", rich_help_panel=PANEL)]
+TestTgtOpt = Annotated[Optional[Path], Opt(help="Test references, aligned with --test-src.", rich_help_panel=PANEL)]
+ValidSizeOpt = Annotated[Optional[int], Opt(help=with_default("valid_size", "Held-out validation source sentences."),
+                                            rich_help_panel=PANEL)]
+TestSizeOpt = Annotated[Optional[int], Opt(help=with_default("test_size", "Held-out test source sentences."),
+                                           rich_help_panel=PANEL)]
+MaxPiecesOpt = Annotated[Optional[int], Opt(help=with_default("max_pieces", "Drop longer training pairs."),
+                                            rich_help_panel=PANEL)]
+VocabSizeOpt = Annotated[Optional[int], Opt(help=with_default("vocab_size", "Joint SentencePiece vocabulary size."),
+                                            rich_help_panel=PANEL)]
+SpmSampleOpt = Annotated[Optional[int], Opt(help=with_default(
+    "spm_sample", "Sentences SentencePiece trains on at most, drawn at random from the training pairs' two "
+    "sides."), rich_help_panel=PANEL)]
+StrictOpt = Annotated[bool, Opt(help="Fail on any malformed corpus line instead of skipping it.",
+                                rich_help_panel=PANEL)]
+AllowOverlapOpt = Annotated[Optional[bool], Opt("--allow-overlap/--no-allow-overlap", help=with_default(
+    "allow_overlap", "Accept a given validation or test set whose every source is also a training source (its "
+    "scores then measure recall)."), rich_help_panel=PANEL)]
