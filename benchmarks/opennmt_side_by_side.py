@@ -99,7 +99,7 @@ def write_config(work: Path, **overrides: object) -> Path:
 def prepare(run: Path, work: Path, shared_vocab: bool = False, arch: str = "gru") -> None:
     from nmt.config import read_run_config
     from nmt.data.split import split_by_source
-    from nmt.data.prepare import read_corpus
+    from nmt.data.sources import read_corpus
     from nmt.inference.evaluate import run_test_set
     from nmt.tools.bench import pick_sources
 

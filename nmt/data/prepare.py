@@ -6,50 +6,30 @@ A directory of prepared data holds ``spm.model``, ``valid.tsv`` and ``test.tsv``
 pairs as text), the training pairs encoded flat (:mod:`nmt.data.store`: ``train.src`` and
 ``train.tgt``) and ``data.json`` (:class:`nmt.data.manifest.Manifest`).
 
-The passes: the corpus is read, normalised and filtered once, into a temporary file of the
-pairs kept; the held-out sources are chosen from it (:class:`nmt.data.split.HeldOut`); a second
-read carves the held-out pairs and samples training sentences for SentencePiece
-(:class:`nmt.data.sampling.Reservoir`); a third encodes the training pairs a chunk at a time.
+The passes that read and encode the corpus are :mod:`nmt.data.passes`; where its text comes
+from, :mod:`nmt.data.sources`.
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import io
 import logging
 import os
 import shutil
-import urllib.request
-import zipfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from nmt.config import DataConfig, RunConfig
-from nmt.data.corpus import ReadReport, aligned_pairs, check_report, parallel_pairs, read_tsv, tsv_pairs
+from nmt.data.corpus import read_tsv
 from nmt.data.manifest import MANIFEST, Manifest, fingerprint
+from nmt.data.passes import carve, check_overlap, encode, held_out_sets, kept_pairs
 from nmt.data.sampling import Reservoir
-from nmt.data.split import HeldOut
-from nmt.data.store import StoreWriter, TokenStore
-from nmt.data.tokenizer import SPECIALS, Tokenizer
+from nmt.data.sources import absolute_sources
+from nmt.data.store import TokenStore
+from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError, SettingError, SettingMessage
-from nmt.runtime.fileio import atomic_path, atomic_write_lines
+from nmt.runtime.fileio import atomic_write_lines
 
 log = logging.getLogger(__name__)
-
-DEFAULT_CORPUS = Path("data/fra-eng/fra.txt")
-FRA_ENG_URL = "http://d2l-data.s3-accelerate.amazonaws.com/fra-eng.zip"
-FRA_ENG_SHA1 = "94646ad1522d915e7b0f9296181140edcf86a4f5"
-ENCODE_CHUNK = 10_000  # pairs encoded at once
-
-
-def side_pieces(ids: Iterable[int]) -> list[int]:
-    """The sorted distinct ``ids`` plus the special pieces (PAD first, at row 0): the pieces
-    one side of the model has rows for (see :mod:`nmt.models.pieces`)."""
-    return sorted(set(SPECIALS).union(ids))
 
 
 @dataclass
@@ -81,185 +61,7 @@ class RunData:
                               tokenizer_sha256=self.tokenizer.sha256)
 
 
-def download_fra_eng(target: Path) -> None:
-    """Fetch the d2l.ai fra-eng archive, verify its SHA-1 and extract fra.txt + _about.txt."""
-    log.info("%s is missing; downloading %s", target, FRA_ENG_URL)
-    try:
-        with urllib.request.urlopen(FRA_ENG_URL, timeout=30) as response:
-            data = response.read()
-    except OSError as e:
-        raise SettingError(
-            None, None, f"{target}: corpus not found, and downloading {FRA_ENG_URL} failed ({e}). "
-            f"Put the Tatoeba fra-eng file there (EN<TAB>FR per line; unpack fra-eng.zip from "
-            f"that URL on a machine with internet), or pass {{corpus}} FILE, or {{src_file}} FILE "
-            f"{{tgt_file}} FILE for two aligned plain-text files.", ("corpus", "src_file", "tgt_file")) from None
-    digest = hashlib.sha1(data).hexdigest()
-    if digest != FRA_ENG_SHA1:
-        raise NmtError(f"{FRA_ENG_URL}: SHA-1 {digest} is not the expected {FRA_ENG_SHA1}; "
-                       f"not using it")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
-        for name in ("fra.txt", "_about.txt"):
-            with atomic_path(target.parent / name) as tmp:
-                tmp.write_bytes(archive.read(f"fra-eng/{name}"))
-
-
-def corpus_pairs(cfg: DataConfig) -> tuple[Iterator[tuple[str, str]], ReadReport]:
-    """The configured corpus's usable pairs, streamed, and the report they fill as they are
-    read; the default corpus is fetched when it is absent."""
-    if cfg.src_file is not None:
-        report = ReadReport(f"{cfg.src_file} + {cfg.tgt_file}")
-        return aligned_pairs(Path(cfg.src_file), Path(cfg.tgt_file), report), report
-    path = Path(cfg.corpus) if cfg.corpus else DEFAULT_CORPUS
-    if cfg.corpus is None and not path.exists():
-        download_fra_eng(path)
-    report = ReadReport(str(path))
-    return tsv_pairs(path, report), report
-
-
-def read_corpus(cfg: DataConfig, strict: bool = False) -> tuple[list[tuple[str, str]], ReadReport]:
-    """Every usable pair of the configured corpus, in memory (for small corpora and tools)."""
-    pairs, report = corpus_pairs(cfg)
-    pairs = list(pairs)
-    check_report(report, strict, bool(pairs))
-    return pairs, report
-
-
-def absolute_sources(cfg: DataConfig) -> dict[str, str]:
-    """The corpus paths made absolute, so a resumed run finds them from any directory."""
-    paths = cfg.files()
-    if cfg.src_file is None:
-        paths["corpus"] = str(cfg.corpus or DEFAULT_CORPUS)
-    return {key: str(Path(path).resolve()) for key, path in paths.items()}
-
-
-def read_given_set(cfg: DataConfig, part: str) -> list[tuple[str, str]]:
-    """The validation or test set (``part``) given as two aligned files: every line must be a
-    usable pair, so its segments are the files' lines, as published."""
-    src, tgt = getattr(cfg, f"{part}_src"), getattr(cfg, f"{part}_tgt")
-    pairs, report = parallel_pairs(Path(src), Path(tgt))
-    what = "validation" if part == "valid" else "test"
-    if not report.skipped and not pairs:
-        raise SettingError(f"{part}_src", src, f"empty (with {{{part}_tgt}} {tgt}); a {what} set needs "
-                           "at least one pair", (f"{part}_tgt",))
-    if report.skipped:
-        raise NmtError(f"{report.summary()}: a {what} set needs a usable pair on every line")
-    return pairs
-
-
 # --- the passes -----------------------------------------------------------------------
-
-@contextmanager
-def _kept_pairs(cfg: DataConfig, directory: Path, strict: bool, corpus_limit: int | None
-                ) -> Iterator[tuple[Path, ReadReport]]:
-    """The corpus's usable pairs, normalised, in a temporary file of ``SRC<TAB>TGT`` lines in
-    ``directory`` (deleted at the end), and the report of reading them. ``corpus_limit`` keeps
-    a fixed random sample of that many pairs (fra.txt is sorted by length, so its head is not
-    representative)."""
-    pairs, report = corpus_pairs(cfg)
-    if corpus_limit is not None:
-        sample = Reservoir(corpus_limit, seed=0)
-        for pair in pairs:
-            sample.offer(pair)
-        pairs = iter(sample.items)
-    path = directory / ".pairs.tmp"
-    try:
-        kept = 0
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            for src, tgt in pairs:
-                f.write(f"{src}\t{tgt}\n")
-                kept += 1
-        check_report(report, strict, kept > 0)
-        yield path, report
-    finally:
-        path.unlink(missing_ok=True)
-
-
-def _read_kept(path: Path) -> Iterator[tuple[str, str]]:
-    with open(path, encoding="utf-8", newline="\n") as f:
-        for line in f:
-            src, tgt = line[:-1].split("\t")
-            yield src, tgt
-
-
-def _held_out_sets(cfg: DataConfig, kept: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]],
-                                                            HeldOut, dict[str, tuple[int, int]]]:
-    """The validation and test pairs, given or carved (those carved are filled in by the next
-    pass), the sources to carve, and each set's overlap with the corpus."""
-    given = {part: read_given_set(cfg, part) for part in ("valid", "test") if getattr(cfg, f"{part}_src")}
-    sizes = {part: 0 if part in given else getattr(cfg, f"{part}_size") for part in ("valid", "test")}
-    held_out = HeldOut.choose((src for src, _ in _read_kept(kept)), sizes["valid"], sizes["test"])
-    overlap = held_out_overlap(given, (src for src, _ in _read_kept(kept)))
-    return given.get("valid", []), given.get("test", []), held_out, overlap
-
-
-def held_out_overlap(given: dict[str, list[tuple[str, str]]], corpus_sources: Iterable[str]
-                     ) -> dict[str, tuple[int, int]]:
-    """For the validation and the test set: how many of their distinct sources also occur as a
-    source of the training corpus, and how many there are. A set held out of the corpus shares
-    none (the split is by source sentence); a given one may share any (a training file itself).
-    Only the given sets' sources are held in memory."""
-    parts = {part: {s for s, _ in pairs} for part, pairs in given.items()}
-    shared: dict[str, set[str]] = {part: set() for part in parts}
-    for src in corpus_sources if parts else ():
-        for part, sources in parts.items():
-            if src in sources:
-                shared[part].add(src)
-    return {part: (len(shared.get(part, ())), len(parts.get(part, ()))) for part in ("valid", "test")}
-
-
-def _carve(kept: Path, held_out: HeldOut, valid: list, test: list, sample_size: int
-           ) -> tuple[int, Reservoir]:
-    """Append the carved held-out pairs to ``valid`` and ``test``; count the training pairs and
-    sample them for SentencePiece (``sample_size`` pairs, in corpus order while they all fit)."""
-    sample: Reservoir = Reservoir(sample_size, seed=0)
-    train = 0
-    carved = {"valid": valid, "test": test}
-    for pair in _read_kept(kept):
-        part = held_out.part(pair[0])
-        if part == "train":
-            train += 1
-            sample.offer(pair)
-        else:
-            carved[part].append(pair)
-    return train, sample
-
-
-def _encode(kept: Path, held_out: HeldOut, tokenizer: Tokenizer, directory: Path, max_pieces: int
-            ) -> tuple[int, list[int], list[int]]:
-    """Encode the training pairs of 1 to ``max_pieces`` pieces a side into the stores
-    ``train.src`` and ``train.tgt``, a chunk at a time; returns how many were dropped as too
-    long, and the pieces each side uses."""
-    vocab = tokenizer.vocab_size
-    seen = {side: np.zeros(vocab, dtype=bool) for side in ("src", "tgt")}
-    dropped = 0
-    with StoreWriter(directory, "train.src", vocab) as src_out, StoreWriter(directory, "train.tgt", vocab) as tgt_out:
-        chunk: list[tuple[str, str]] = []
-        for pair in _read_kept(kept):
-            if held_out.part(pair[0]) == "train":
-                chunk.append(pair)
-            if len(chunk) == ENCODE_CHUNK:
-                dropped += _encode_chunk(chunk, tokenizer, max_pieces, src_out, tgt_out, seen)
-                chunk = []
-        dropped += _encode_chunk(chunk, tokenizer, max_pieces, src_out, tgt_out, seen)
-    return dropped, *(side_pieces(np.flatnonzero(seen[side]).tolist()) for side in ("src", "tgt"))
-
-
-def _encode_chunk(chunk: list[tuple[str, str]], tokenizer: Tokenizer, max_pieces: int,
-                  src_out: StoreWriter, tgt_out: StoreWriter, seen: dict[str, np.ndarray]) -> int:
-    if not chunk:
-        return 0
-    src, tgt = tokenizer.encode([s for s, _ in chunk]), tokenizer.encode([t for _, t in chunk])
-    keep = [i for i in range(len(chunk)) if 0 < len(src[i]) <= max_pieces and 0 < len(tgt[i]) <= max_pieces]
-    for side, ids, out in (("src", src, src_out), ("tgt", tgt, tgt_out)):
-        kept = [ids[i] for i in keep]
-        out.extend(kept)
-        for seq in kept:
-            seen[side][seq] = True
-    return len(chunk) - len(keep)
-
-
-# --- preparing and opening ------------------------------------------------------------
 
 def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, corpus_limit: int | None = None,
                      tokenizer: Tokenizer | None = None) -> RunData:
@@ -267,10 +69,10 @@ def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, cor
     it all into ``directory`` (the files of the module's docstring). With ``tokenizer``, the
     directory's own (a run an older nmt prepared without data.json), its held-out files are
     checked, not written, and only the encoded pairs and data.json are added."""
-    with _kept_pairs(cfg, directory, strict, corpus_limit) as (kept, report):
-        valid, test, held_out, overlap = _held_out_sets(cfg, kept)
+    with kept_pairs(cfg, directory, strict, corpus_limit) as (kept, report):
+        valid, test, held_out, overlap = held_out_sets(cfg, kept)
         check_overlap(overlap, cfg.allow_overlap)
-        train, sample = _carve(kept, held_out, valid, test, cfg.spm_sample // 2)
+        train, sample = carve(kept, held_out, valid, test, cfg.spm_sample // 2)
         for part, pairs in (("valid", valid), ("test", test)):
             if not getattr(cfg, f"{part}_src"):  # carved
                 _warn_if_short(cfg, f"{part}_size", len({src for src, _ in pairs}),
@@ -284,7 +86,7 @@ def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, cor
         else:  # a run prepared by an nmt before data.json: its split must come out the same
             _check_same_split(directory, valid, test, report.path)
         del sample
-        dropped, source_pieces, target_pieces = _encode(kept, held_out, tokenizer, directory, cfg.max_pieces)
+        dropped, source_pieces, target_pieces = encode(kept, held_out, tokenizer, directory, cfg.max_pieces)
     if dropped:
         log.info("dropped %d training pairs longer than %d pieces", dropped, cfg.max_pieces)
     if dropped == train:
@@ -405,26 +207,6 @@ def prepare_data_dir(cfg: DataConfig, out: Path, strict: bool = False) -> RunDat
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return open_run_data(out)
-
-
-def share(part: int, whole: int) -> str:
-    """``part`` of ``whole`` in whole percent, rounded down: 100% means all of it."""
-    return f"{100 * part // whole}%"
-
-
-def check_overlap(overlap: dict[str, tuple[int, int]], allow: bool) -> None:
-    """Warn about held-out sources that training also has (their scores measure recall, not
-    translation), naming the count and the share; refuse a set that training has whole."""
-    for part, (shared, total) in overlap.items():
-        if not shared:
-            continue
-        what = "validation" if part == "valid" else "test"
-        said = (f"{shared:,} of {total:,} {what} sources ({share(shared, total)}) also occur in the training "
-                f"corpus, so {what} scores measure how well the model recalls them, not how it translates")
-        if shared == total and not allow:
-            raise SettingError(f"{part}_src", None, said + "; give a held-out set, or {allow_overlap} to "
-                               "train anyway", ("allow_overlap",))
-        log.warning("%s", said)
 
 
 def _warn_if_short(cfg: DataConfig, name: str, got: int, why: str) -> None:

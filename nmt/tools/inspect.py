@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from nmt.config import RunConfig, read_run_config
-from nmt.data.prepare import share
+from nmt.data.passes import share
 from nmt.data.batching import make_batch
 from nmt.errors import NmtError, SettingError
 from nmt.inference.loading import skeleton, weights_file

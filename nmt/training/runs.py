@@ -19,8 +19,8 @@ import torch
 from nmt import __version__
 from nmt.config import RunConfig, read_run_config, save_config
 from nmt.data.manifest import MANIFEST
-from nmt.data.prepare import (RunData, absolute_sources, adopt_prepared, check_run_data, data_dir, open_run_data,
-                              prepare_run_data)
+from nmt.data.prepare import RunData, adopt_prepared, check_run_data, data_dir, open_run_data, prepare_run_data
+from nmt.data.sources import absolute_sources
 from nmt.data.tokenizer import PAD_ID, Tokenizer
 from nmt.errors import NmtError, SettingError
 from nmt.inference import loading
