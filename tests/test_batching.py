@@ -1,5 +1,6 @@
 import random
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,10 +19,10 @@ def test_make_batch_shifts_targets_and_pads():
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40)), min_size=1, max_size=300),
-       st.integers(1, 50), st.one_of(st.none(), st.integers(1, 400)), st.integers(0, 10**6))
-def test_bucket_batches_yield_every_pair_exactly_once(lengths, batch_size, batch_tokens, seed):
+       st.integers(1, 50), st.one_of(st.none(), st.integers(1, 400)), st.integers(0, 10**6), st.integers(1, 400))
+def test_bucket_batches_yield_every_pair_exactly_once(lengths, batch_size, batch_tokens, seed, pool):
     src, tgt = [a for a, _ in lengths], [b for _, b in lengths]
-    batches = bucket_batches(src, tgt, batch_size, batch_tokens, random.Random(seed))
+    batches = bucket_batches(src, tgt, batch_size, batch_tokens, np.random.default_rng(seed), pool=pool)
     flat = [i for b in batches for i in b]
     assert sorted(flat) == list(range(len(lengths)))
     assert all(batches)
@@ -56,12 +57,12 @@ def test_bucketing_keeps_similar_lengths_together_and_reshuffles():
     rng = random.Random(0)
     src = [rng.randint(1, 50) for _ in range(1000)]
     tgt = [s + rng.randint(0, 3) for s in src]
-    a = bucket_batches(src, tgt, 32, None, random.Random(1))
-    b = bucket_batches(src, tgt, 32, None, random.Random(2))
-    assert a != b
+    a = bucket_batches(src, tgt, 32, None, np.random.default_rng(1))
+    b = bucket_batches(src, tgt, 32, None, np.random.default_rng(2))
+    assert a[:] != b[:] and a[:] == bucket_batches(src, tgt, 32, None, np.random.default_rng(1))[:]
 
     def padding(lens):
-        return sum(len(x) * max(lens[i] for i in x) - sum(lens[i] for i in x) for x in a) / sum(lens)
+        return sum(len(x) * max(lens[i] for i in x) - sum(lens[i] for i in x) for x in a[:]) / sum(lens)
 
     assert padding(tgt) < 0.05  # random batches would pad ~50%
     assert padding(tgt) < padding(src)  # the unpacked decoder's side is the tight one
@@ -70,3 +71,17 @@ def test_bucketing_keeps_similar_lengths_together_and_reshuffles():
 def test_length_sorted_chunks_cover_all():
     chunks = length_sorted_chunks([5, 1, 3, 2], 3)
     assert chunks == [[1, 3, 2], [0]]
+
+
+def test_pools_bound_the_sort_and_every_rank_takes_its_share_once():
+    rng = random.Random(0)
+    src = np.array([rng.randint(1, 60) for _ in range(5000)])
+    tgt = np.array([s + rng.randint(0, 3) for s in src])
+    plan = bucket_batches(src, tgt, 32, None, np.random.default_rng(3), pool=1000)
+    assert sorted(i for batch in plan for i in batch) == list(range(5000))
+    padding = sum(len(b) * tgt[b].max() - tgt[b].sum() for b in plan) / tgt.sum()
+    assert padding < 0.1  # sorted within pools of 1,000: still tight
+    from nmt.training.distributed import Processes
+    for world in (2, 3):  # what each rank of a several-process step reads
+        seen = [i for batch in plan for rank in range(world) for i in Processes(rank, world).shard(batch)]
+        assert sorted(seen) == list(range(5000))

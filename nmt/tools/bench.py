@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from nmt import __version__
@@ -91,11 +92,11 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
         torch.manual_seed(config.train.seed)
         model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(device)
         trainer = Trainer(config, model, data, device, TrainCallbacks())
-        batches = trainer.batches_of_epoch(0)
+        batches = list(trainer.batches_of_epoch(0))
         if warmup:  # second where it can be: the first step creates Adam's state, held ever after
             batches.insert(min(1, warmup - 1), _largest(batches, trainer.src_lens, trainer.tgt_lens))
         while len(batches) < warmup + steps:
-            batches += trainer.batches_of_epoch(len(batches))
+            batches += list(trainer.batches_of_epoch(len(batches)))
         with PeakRSS() as rss:
             for k, index in enumerate(batches[:warmup + steps]):
                 if k == warmup:
@@ -124,7 +125,7 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
             "peak_rss_mb": round(rss.peak / 2**20, 1)}, count
 
 
-def _largest(batches: list[list[int]], src_lens: list[int], tgt_lens: list[int]) -> list[int]:
+def _largest(batches: list[list[int]], src_lens: np.ndarray, tgt_lens: np.ndarray) -> list[int]:
     """The batch with the most padded pieces, source and target."""
     return max(batches, key=lambda index: padded_pieces(index, src_lens, tgt_lens))
 

@@ -15,15 +15,15 @@ import dataclasses
 import gc
 import logging
 import math
-import random
 import signal
 import time
 from typing import Iterator
 
+import numpy as np
 import torch
 
 from nmt.config import RunConfig
-from nmt.data.batching import bucket_batches, make_batch, split_passes
+from nmt.data.batching import BatchPlan, bucket_batches, make_batch, split_passes
 from nmt.data.prepare import RunData
 from nmt.inference.metrics import bleu
 from nmt.inference.translate import Translator
@@ -105,7 +105,9 @@ class Trainer:
         self.steps_taken = 0  # by this trainer, for RELEASE_EVERY
         self.last_valid_step = self.state.step
         self.loss_since_valid: list[float] = []
-        self.src_lens, self.tgt_lens = data.train_src.lengths().tolist(), data.train_tgt.lengths().tolist()
+        self.src_lens = data.train_src.lengths().astype(np.int32)  # (pairs,)
+        self.tgt_lens = data.train_tgt.lengths().astype(np.int32)
+        self._plan: tuple[int, BatchPlan] | None = None  # the last epoch's, which every step reads
         self.valid = data.valid
         self.valid_src = data.tokenizer.encode([s for s, _ in self.valid])
         self.valid_tgt = data.tokenizer.encode([t for _, t in self.valid])
@@ -116,10 +118,13 @@ class Trainer:
     def lr(self) -> float:
         return self.optimizer.param_groups[0]["lr"]
 
-    def batches_of_epoch(self, epoch: int) -> list[list[int]]:
+    def batches_of_epoch(self, epoch: int) -> BatchPlan:
         """The epoch's batch order: a pure function of seed and epoch, so resumes replay it."""
-        rng = random.Random(self.t.seed * 1_000_003 + epoch)
-        return bucket_batches(self.src_lens, self.tgt_lens, self.t.batch_size, self.t.batch_tokens, rng)
+        if self._plan is None or self._plan[0] != epoch:
+            rng = np.random.default_rng(self.t.seed * 1_000_003 + epoch)
+            self._plan = epoch, bucket_batches(self.src_lens, self.tgt_lens, self.t.batch_size,
+                                               self.t.batch_tokens, rng)
+        return self._plan[1]
 
     def train_step(self, group: list[list[int]]) -> float | None:
         """One optimiser step on ``group``: global batches of corpus indices (``accum`` of
@@ -132,7 +137,7 @@ class Trainer:
         is summed over them, the gradient all-reduced.
         """
         world = self.processes.world
-        tokens = sum(self.tgt_lens[i] + 1 for index in group for i in index)  # + EOS
+        tokens = sum(int(self.tgt_lens[index].sum()) + len(index) for index in group)  # + EOS
         self.step_tokens = tokens
         self.optimizer.zero_grad(set_to_none=True)
         passes = [(part, weight) for index in group for part, weight in self._passes(index, world / tokens)]
