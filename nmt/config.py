@@ -38,7 +38,9 @@ class DataConfig:
     max_pieces: int = 64  # training pairs longer than this on either side are dropped
     vocab_size: int = 8000  # one joint SentencePiece vocabulary; 8k beat 2k after 20 minutes (README)
     allow_overlap: bool = False  # accept given valid/test sets whose every source is also in training
-    spm_sample: int = 2_000_000  # sentences SentencePiece trains on at most, drawn at random (both sides)
+    # sentences SentencePiece trains on at most, drawn at random (both sides): it holds ~0.8 KB a
+    # sentence, so 500,000 keep nmt prepare of any corpus within 1.5x of fra-eng's peak (docs/performance.md)
+    spm_sample: int = 500_000
     data: str | None = None  # prepared data (nmt prepare) to train on, instead of preparing it in the run
     data_sha256: str = ""  # of that data's data.json, checked on every resume; set by nmt train
 

@@ -55,9 +55,8 @@ def test_the_tokenizer_trains_on_a_bounded_sample(tmp_path, corpus_file, caplog)
 def test_a_run_prepared_before_data_json_resumes_exactly(tmp_path, corpus_file):
     train_new_run(_config(corpus_file, max_steps=12), tmp_path / "whole")
     train_new_run(_config(corpus_file, max_steps=6), tmp_path / "old")
-    for name in ("data.json", "train.src.ids.npy", "train.src.offsets.npy", "train.tgt.ids.npy",
-                 "train.tgt.offsets.npy"):
-        (tmp_path / "old" / name).unlink()  # as an nmt before prepared data left its runs
+    for path in [tmp_path / "old" / "data.json", *(tmp_path / "old").glob("train.*.npy")]:
+        path.unlink()  # as an nmt before prepared data left its runs
     assert resume_run(tmp_path / "old", {"max_steps": 12}).step == 12
     assert (tmp_path / "old" / "data.json").is_file()  # encoded once, from the same corpus
     _assert_same_last(tmp_path / "whole", tmp_path / "old")

@@ -35,6 +35,7 @@ def test_a_failed_write_leaves_nothing_and_a_damaged_store_is_refused(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with StoreWriter(tmp_path, "s", 100) as out:
         out.extend(SEQS)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["s.ids.npy", "s.lengths.npy", "s.offsets.npy"]
     offsets = np.load(tmp_path / "s.offsets.npy")
     np.save(tmp_path / "s.offsets.npy", offsets[:-1])  # the last sequence's end lost
     with pytest.raises(NmtError, match="damaged"):

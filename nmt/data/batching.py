@@ -98,7 +98,8 @@ def bucket_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, batch_size: int, 
     :param src_lens: pieces of each pair's source, shape (pairs,); :param tgt_lens: its target's
     """
     src_lens, tgt_lens = np.asarray(src_lens), np.asarray(tgt_lens)
-    order = rng.permutation(len(src_lens)).astype(np.int64 if len(src_lens) >= 1 << 31 else np.int32)
+    order = np.arange(len(src_lens), dtype=np.int64 if len(src_lens) >= 1 << 31 else np.int32)
+    rng.shuffle(order)  # in place: a permutation would be int64 first
     bounds = [np.zeros(1, dtype=np.int64)]
     for start in range(0, len(order), pool):
         part = order[start:start + pool]

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,10 +70,13 @@ def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, cor
     it all into ``directory`` (the files of the module's docstring). With ``tokenizer``, the
     directory's own (a run an older nmt prepared without data.json), its held-out files are
     checked, not written, and only the encoded pairs and data.json are added."""
+    laps = _Laps()
     with kept_pairs(cfg, directory, strict, corpus_limit) as (kept, report):
+        laps.done(f"read, normalised and filtered {report.kept:,} pairs")
         valid, test, held_out, overlap = held_out_sets(cfg, kept)
         check_overlap(overlap, cfg.allow_overlap)
         train, sample = carve(kept, held_out, valid, test, cfg.spm_sample // 2)
+        laps.done("held out the validation and test sets, sampled for SentencePiece")
         for part, pairs in (("valid", valid), ("test", test)):
             if not getattr(cfg, f"{part}_src"):  # carved
                 _warn_if_short(cfg, f"{part}_size", len({src for src, _ in pairs}),
@@ -83,10 +87,12 @@ def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, cor
         if tokenizer is None:
             _write_held_out(directory, valid, test)
             tokenizer = _train_tokenizer(cfg, sample, directory)
+            laps.done("trained SentencePiece")
         else:  # a run prepared by an nmt before data.json: its split must come out the same
             _check_same_split(directory, valid, test, report.path)
         del sample
         dropped, source_pieces, target_pieces = encode(kept, held_out, tokenizer, directory, cfg.max_pieces)
+        laps.done(f"encoded {train:,} training pairs")
     if dropped:
         log.info("dropped %d training pairs longer than %d pieces", dropped, cfg.max_pieces)
     if dropped == train:
@@ -101,7 +107,20 @@ def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, cor
         tokenizer_sha256=tokenizer.sha256, vocab_size=tokenizer.vocab_size, source_pieces=source_pieces,
         target_pieces=target_pieces, settings=_settings(cfg))
     manifest.save(directory)
+    laps.done("fingerprinted the source files")
     return open_run_data(directory, tokenizer)
+
+
+class _Laps:
+    """Logs how long each pass took (``nmt -v prepare``; benchmarks/data_scale.py reads them)."""
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+    def done(self, what: str) -> None:
+        now = time.monotonic()
+        log.debug("%s in %.1f s", what, now - self.last)
+        self.last = now
 
 
 def _write_held_out(directory: Path, valid: list[tuple[str, str]], test: list[tuple[str, str]]) -> None:

@@ -40,6 +40,7 @@ from nmt.training.state import TrainState
 
 log = logging.getLogger(__name__)
 
+VALID_BATCH_TOKENS = 4096  # padded target pieces a validation-loss batch holds at most
 MIN_VALID_GAP = 200  # steps; epochs shorter than this are validated every few epochs
 # Steps between handing the heap's free pages back to the OS. Each batch length frees blocks
 # of new sizes, and what the heap keeps free grows through a run (docs/performance.md, "A
@@ -105,8 +106,7 @@ class Trainer:
         self.steps_taken = 0  # by this trainer, for RELEASE_EVERY
         self.last_valid_step = self.state.step
         self.loss_since_valid: list[float] = []
-        self.src_lens = data.train_src.lengths().astype(np.int32)  # (pairs,)
-        self.tgt_lens = data.train_tgt.lengths().astype(np.int32)
+        self.src_lens, self.tgt_lens = data.train_src.lengths(), data.train_tgt.lengths()  # (pairs,), mapped
         self._plan: tuple[int, BatchPlan] | None = None  # the last epoch's, which every step reads
         self.valid = data.valid
         self.valid_src = data.tokenizer.encode([s for s, _ in self.valid])
@@ -227,10 +227,10 @@ class Trainer:
     def run(self) -> TrainState:
         """Train until a budget, early stopping, a bad loss or a stop signal; returns the state."""
         world = self.processes.world
-        log.info("training on %s%s at %s from step %d", describe(self.device),
-                 f" x {world} processes" if world > 1 else "", self.precision, self.state.step)
         self.model.train()
         steps_per_epoch = math.ceil(len(self.batches_of_epoch(0)) / self.t.accum)
+        log.info("training on %s%s at %s from step %d", describe(self.device),
+                 f" x {world} processes" if world > 1 else "", self.precision, self.state.step)
         if self.processes.is_main:
             warn_at_start(self.config, self.state.step, self.budget_left(), self.total_steps(steps_per_epoch),
                           len(self.valid), self.processes.local_world)
@@ -288,12 +288,15 @@ class Trainer:
     @torch.inference_mode()
     def valid_loss(self) -> float:
         """Mean cross-entropy (no smoothing) per target token on the validation pairs (each
-        rank scores its share)."""
+        rank scores its share of the batches), in length-sorted batches of at most
+        :data:`VALID_BATCH_TOKENS` padded target pieces: in the set's own order one long
+        sentence padded 255 others, and a batch's logits alone took up to half a gigabyte."""
         self.model.eval()
         total, tokens = 0.0, 0
-        src, tgt = self.processes.shard(self.valid_src), self.processes.shard(self.valid_tgt)
-        for k in range(0, len(src), 256):
-            batch = make_batch(src[k:k + 256], tgt[k:k + 256]).to(self.device)
+        lengths = np.array([len(t) for t in self.valid_tgt], dtype=np.int32)
+        plan = bucket_batches(lengths, lengths, 256, VALID_BATCH_TOKENS, np.random.default_rng(0))
+        for index in self.processes.shard(plan[:]):
+            batch = make_batch([self.valid_src[i] for i in index], [self.valid_tgt[i] for i in index]).to(self.device)
             total += float(batch_loss(self.model, batch))
             tokens += batch.n_tokens
         self.model.train()
