@@ -23,10 +23,20 @@ class ConfigError(SettingError):
 
 
 @dataclass(frozen=True)
+class Corpus:
+    """One corpus of several: a TSV file and its weight, the times its pairs are drawn in an
+    epoch (2: each twice; 0.5: a random half, another each epoch)."""
+
+    path: str
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
 class DataConfig:
     """Where the parallel text comes from and how it is split and tokenised."""
 
-    corpus: str | None = None  # fra-eng style TSV; default data/fra-eng/fra.txt
+    # fra-eng style TSV, plain or gzipped; several: a list of paths or of {path, weight}
+    corpus: str | list | None = None  # default data/fra-eng/fra.txt
     src_file: str | None = None
     tgt_file: str | None = None
     valid_src: str | None = None  # a given validation set (aligned files) replaces the carved one
@@ -41,16 +51,29 @@ class DataConfig:
     # sentences SentencePiece trains on at most, drawn at random (both sides): it holds ~0.8 KB a
     # sentence, so 500,000 keep nmt prepare of any corpus within 1.5x of fra-eng's peak (docs/performance.md)
     spm_sample: int = 500_000
+    dedup: bool = False  # drop exact duplicate pairs (the first is kept)
+    max_length_ratio: float = 0.0  # drop training pairs whose sides' piece counts differ more (0: off)
     data: str | None = None  # prepared data (nmt prepare) to train on, instead of preparing it in the run
     data_sha256: str = ""  # of that data's data.json, checked on every resume; set by nmt train
 
     FILES = ("corpus", "src_file", "tgt_file", "valid_src", "valid_tgt", "test_src", "test_tgt")
     # What shapes prepared data: with ``data``, these come from its data.json
-    PREPARED = FILES + ("valid_size", "test_size", "max_pieces", "vocab_size", "allow_overlap", "spm_sample")
+    PREPARED = FILES + ("valid_size", "test_size", "max_pieces", "vocab_size", "allow_overlap", "spm_sample",
+                        "dedup", "max_length_ratio")
+
+    def corpora(self) -> list[Corpus]:
+        """The corpora ``corpus`` names, each with its weight; [] when it names none."""
+        if self.corpus is None:
+            return []
+        entries = self.corpus if isinstance(self.corpus, list) else [self.corpus]
+        return [Corpus(e) if isinstance(e, str) else Corpus(**e) for e in entries]
 
     def files(self) -> dict[str, str]:
-        """The data files this config names: corpus or source/target files, given held-out sets."""
-        return {name: getattr(self, name) for name in self.FILES if getattr(self, name) is not None}
+        """The data files this config names, by what they are: the corpus (``corpus``, or
+        ``corpus 1``, ``corpus 2``, ... of several) or source/target files, given held-out sets."""
+        corpora = self.corpora()
+        named = {"corpus" if len(corpora) == 1 else f"corpus {k}": c.path for k, c in enumerate(corpora, start=1)}
+        return named | {name: getattr(self, name) for name in self.FILES[1:] if getattr(self, name) is not None}
 
 
 @dataclass(frozen=True)
@@ -157,6 +180,9 @@ class RunConfig:
 
     def _validate_data(self) -> None:
         d = self.data
+        _check_corpora(d.corpus)
+        _check(d.max_length_ratio == 0 or d.max_length_ratio >= 1, "max_length_ratio", d.max_length_ratio,
+               "must be 0 (off) or at least 1")
         _check(d.corpus is None or (d.src_file is None and d.tgt_file is None), None, None,
                "give either {corpus} or {src_file}/{tgt_file}, not both", ("corpus", "src_file", "tgt_file"))
         _check((d.src_file is None) == (d.tgt_file is None), None, None,
@@ -218,7 +244,23 @@ class RunConfig:
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
 
 
-_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "list": (list,)}
+
+
+def _check_corpora(corpus: Any) -> None:
+    """A list of corpora: each a path, or a mapping of ``path`` and a positive ``weight``."""
+    if not isinstance(corpus, list):
+        return
+    _check(bool(corpus), "corpus", None, "an empty list names no corpus")
+    for k, entry in enumerate(corpus, start=1):
+        if isinstance(entry, str):
+            continue
+        ok = (isinstance(entry, dict) and set(entry) <= {"path", "weight"} and isinstance(entry.get("path"), str)
+              and isinstance(entry.get("weight", 1), (int, float)) and not isinstance(entry.get("weight"), bool))
+        _check(ok, "corpus", None, f"entry {k} must be a path, or a mapping of path and weight, got {shown(entry)}")
+        weight = entry.get("weight", 1)
+        _check(math.isfinite(weight) and weight > 0, "corpus", None,
+               f"entry {k}'s weight must be a finite number > 0, got {weight}")
 
 
 def _check_type(name: str, value: Any, annotation: str) -> None:

@@ -52,3 +52,17 @@ def test_bad_yaml_names_the_file(tmp_path):
     path.write_text("a: [1,\n")
     with pytest.raises(ConfigError, match="c.yaml"):
         load_config_file(path)
+
+
+def test_several_corpora_are_paths_or_weighted_mappings():
+    cfg = build_config({"corpus": ["a.tsv", {"path": "b.tsv.gz", "weight": 2.5}]}, {})
+    assert [(c.path, c.weight) for c in cfg.data.corpora()] == [("a.tsv", 1.0), ("b.tsv.gz", 2.5)]
+    assert cfg.data.files() == {"corpus 1": "a.tsv", "corpus 2": "b.tsv.gz"}
+    assert build_config({}, {"corpus": "a.tsv"}).data.files() == {"corpus": "a.tsv"}
+    for bad, message in [([], "an empty list names no corpus"), ([{"path": "a", "weight": 0}], "weight must be"),
+                         ([{"file": "a"}], "entry 1 must be a path, or a mapping"),
+                         ([{"path": "a", "weight": True}], "entry 1 must be")]:
+        with pytest.raises(ConfigError, match=message):
+            build_config({"corpus": bad}, {})
+    with pytest.raises(ConfigError, match="^max_length_ratio 0.5: must be 0"):
+        build_config({}, {"max_length_ratio": 0.5})

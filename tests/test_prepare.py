@@ -3,8 +3,10 @@ bounded sample, data.json, and runs prepared before data.json existed."""
 import gzip
 import json
 import logging
+from collections import Counter
 
 import numpy as np
+import torch
 from conftest import TINY, clean_error, nmt, read_only
 from test_train import _assert_same_last, _config
 
@@ -95,3 +97,55 @@ def test_prepare_makes_its_directory_whole_or_not_at_all(tmp_path, corpus):
     clean_error(nmt("prepare", "--corpus", corpus, "-o", tmp_path / "full"), "--output", "is not empty")
     clean_error(nmt("train", "--data", tmp_path / "nowhere", "--run-dir", tmp_path / "r"), "data.json: missing")
     assert not (tmp_path / "r").exists()
+
+
+# --- several corpora, weights and filters -------------------------------------------------
+
+def test_several_corpora_are_drawn_by_weight_each_epoch(tmp_path, corpus_file):
+    from nmt.models.build import build_model
+    from nmt.training.trainer import TrainCallbacks, Trainer
+
+    lines = corpus_file.read_text().splitlines()
+    (tmp_path / "a.tsv").write_text("\n".join(lines[:200]) + "\n")
+    (tmp_path / "b.tsv.gz").write_bytes(gzip.compress(("\n".join(lines[200:]) + "\n").encode()))
+    weighted = [{"path": str(tmp_path / "a.tsv"), "weight": 2}, {"path": str(tmp_path / "b.tsv.gz"), "weight": 0.5}]
+    config = _config(tmp_path / "a.tsv", valid_size=5, test_size=5).replace(corpus=weighted)
+    data = prepare_run_data(config.data, tmp_path)
+    a, b = data.manifest.corpora
+    assert (a["start"], b["start"]) == (0, a["train"]) and a["train"] + b["train"] == len(data.train_src)
+    trainer = Trainer(data.sized(config), build_model(data.sized(config).model, 0, data.source_pieces,
+                                                      data.target_pieces), data, torch.device("cpu"), TrainCallbacks())
+    for epoch in (0, 1):
+        drawn = Counter(i for batch in trainer.batches_of_epoch(epoch) for i in batch)
+        assert all(drawn[i] == 2 for i in range(a["train"]))  # weight 2: every pair twice
+        halves = [i for i in range(a["train"], len(data.train_src)) if drawn[i]]
+        assert len(halves) == round(b["train"] / 2) and all(drawn[i] == 1 for i in halves)
+        if epoch == 0:
+            first_half = halves
+    assert halves != first_half  # another half each epoch
+
+
+def test_duplicates_and_uneven_pairs_are_dropped_and_counted(tmp_path, corpus_file):
+    lines = corpus_file.read_text().splitlines()
+    uneven = "Tom.\tTom voit le grand chien rouge et le petit chat maintenant aujourd'hui."
+    (tmp_path / "c.tsv").write_text("\n".join(lines + lines[:50] + [uneven]) + "\n")
+    data = _prepare(tmp_path, "d", corpus=str(tmp_path / "c.tsv"), dedup=True, max_length_ratio=3)
+    pairs = data.manifest.pairs
+    distinct = len(set(lines))
+    assert pairs["duplicates"] == len(lines) + 50 - distinct and pairs["dropped_ratio"] >= 1
+    assert pairs["train"] + pairs["valid"] + pairs["test"] + pairs["dropped_ratio"] + pairs["dropped_long"] \
+        == distinct + 1
+
+
+def test_the_corpus_flag_repeats_and_prepared_data_remembers_the_list(tmp_path, corpus_file):
+    lines = corpus_file.read_text().splitlines()
+    (tmp_path / "a.tsv").write_text("\n".join(lines[:200]) + "\n")
+    (tmp_path / "b.tsv").write_text("\n".join(lines[200:]) + "\n")
+    data, sizes = tmp_path / "data", ["--vocab-size", "60", "--valid-size", "5", "--test-size", "5"]
+    made = nmt("prepare", "--corpus", tmp_path / "a.tsv", "--corpus", tmp_path / "b.tsv", *sizes, "-o", data)
+    assert made.returncode == 0, made.stderr
+    record = json.loads((data / "data.json").read_text())
+    assert [c["path"] for c in record["corpora"]] == [str(tmp_path / "a.tsv"), str(tmp_path / "b.tsv")]
+    assert set(record["sources"]) == {"corpus 1", "corpus 2"}
+    clean_error(nmt("train", "--data", data, "--corpus", tmp_path / "a.tsv", "--run-dir", tmp_path / "r"),
+                "--corpus", "was prepared with")

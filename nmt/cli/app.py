@@ -11,9 +11,9 @@ from rich.logging import RichHandler
 
 from nmt import __version__
 from nmt.cli import demo_command, prepare_command, serve_command, tool_commands
-from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, MaxPiecesOpt, SpmSampleOpt, SrcFileOpt, StrictOpt,
-                                  TestSizeOpt, TestSrcOpt, TestTgtOpt, TgtFileOpt, ValidSizeOpt, ValidSrcOpt,
-                                  ValidTgtOpt, VocabSizeOpt)
+from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, DedupOpt, MaxLengthRatioOpt, MaxPiecesOpt,
+                                  SpmSampleOpt, SrcFileOpt, StrictOpt, TestSizeOpt, TestSrcOpt, TestTgtOpt, TgtFileOpt,
+                                  ValidSizeOpt, ValidSrcOpt, ValidTgtOpt, VocabSizeOpt, data_flags)
 from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, FlagNames, KernelsOpt, Opt, PenaltyOpt,
                              PrecisionOpt, at_least, err, load_translator, user_errors, with_default)
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
@@ -65,6 +65,8 @@ def train(
     spm_sample: SpmSampleOpt = None,
     strict: StrictOpt = False,
     allow_overlap: AllowOverlapOpt = None,
+    dedup: DedupOpt = None,
+    max_length_ratio: MaxLengthRatioOpt = None,
     data: Annotated[Optional[Path], Opt(help="Prepared data (nmt prepare -o DATA) to train on, instead of the "
                                         "corpus options.", rich_help_panel="Data")] = None,
     arch: Annotated[Optional[str], Opt(help=with_default("arch", "gru, or transformer (embed size = hidden size = "
@@ -157,7 +159,7 @@ def train(
     from nmt.training import distributed
     from nmt.training.runs import new_run_dir, resume_run, train_new_run
 
-    flags = {k: str(v) if isinstance(v, Path) else v for k, v in flags.items()}
+    flags = data_flags(flags)
     with user_errors():
         at_least("--nproc", nproc)
         if nproc > 1 and not distributed.launched():

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 from nmt.cli.options import Opt, with_default
 
 PANEL = "Data"
 
-CorpusOpt = Annotated[Optional[Path], Opt(
-    help="Parallel TSV corpus, SRC<TAB>TGT per line, plain or gzipped. \\[default: data/fra-eng/fra.txt, "
-         "downloaded if missing]", rich_help_panel=PANEL)]
+CorpusOpt = Annotated[Optional[list[Path]], Opt(
+    help="Parallel TSV corpus, SRC<TAB>TGT per line, plain or gzipped; repeat for several (weights: a YAML "
+         "list in --config). \\[default: data/fra-eng/fra.txt, downloaded if missing]", rich_help_panel=PANEL,
+    show_default=False)]
 SrcFileOpt = Annotated[Optional[Path], Opt(help="Source side as a plain-text file (with --tgt-file).",
                                            rich_help_panel=PANEL)]
 TgtFileOpt = Annotated[Optional[Path], Opt(help="Target side, aligned line by line with --src-file.",
@@ -39,3 +40,18 @@ StrictOpt = Annotated[bool, Opt(help="Fail on any malformed corpus line instead 
 AllowOverlapOpt = Annotated[Optional[bool], Opt("--allow-overlap/--no-allow-overlap", help=with_default(
     "allow_overlap", "Accept a given validation or test set whose every source is also a training source (its "
     "scores then measure recall)."), rich_help_panel=PANEL)]
+DedupOpt = Annotated[Optional[bool], Opt("--dedup/--no-dedup", help=with_default(
+    "dedup", "Drop exact duplicate pairs, keeping the first."), rich_help_panel=PANEL)]
+MaxLengthRatioOpt = Annotated[Optional[float], Opt(help=with_default(
+    "max_length_ratio", "Drop training pairs whose sides' piece counts differ more than this many times (0: "
+    "off; WMT recipes use 1.5 to 3)."), rich_help_panel=PANEL)]
+
+
+def data_flags(given: dict[str, Any]) -> dict[str, Any]:
+    """The options a data command was given, as config values: paths as text, one corpus as
+    its path, several as a list."""
+    flags = {k: str(v) if isinstance(v, Path) else v for k, v in given.items() if v is not None}
+    if "corpus" in flags:
+        paths = [str(p) for p in flags["corpus"]]
+        flags["corpus"] = paths[0] if len(paths) == 1 else paths
+    return flags

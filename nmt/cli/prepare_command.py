@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, MaxPiecesOpt, SpmSampleOpt, SrcFileOpt, StrictOpt,
-                                  TestSizeOpt, TestSrcOpt, TestTgtOpt, TgtFileOpt, ValidSizeOpt, ValidSrcOpt,
-                                  ValidTgtOpt, VocabSizeOpt)
+from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, DedupOpt, MaxLengthRatioOpt, MaxPiecesOpt,
+                                  SpmSampleOpt, SrcFileOpt, StrictOpt, TestSizeOpt, TestSrcOpt, TestTgtOpt, TgtFileOpt,
+                                  ValidSizeOpt, ValidSrcOpt, ValidTgtOpt, VocabSizeOpt, data_flags)
 from nmt.cli.options import Opt, err, user_errors
 from nmt.config import build_config, load_config_file
 
@@ -37,14 +37,15 @@ def prepare(
     spm_sample: SpmSampleOpt = None,
     strict: StrictOpt = False,
     allow_overlap: AllowOverlapOpt = None,
+    dedup: DedupOpt = None,
+    max_length_ratio: MaxLengthRatioOpt = None,
     config: Annotated[Optional[Path], Opt(help="YAML file with any of these options (an nmt train config "
                                           "will do); flags win.")] = None,
 ) -> None:
     """Prepare a corpus once for many runs: read it (plain or gzipped), hold out validation and
     test sets, train SentencePiece, and encode the training pairs into memory-mapped arrays,
     with a data.json that records each source file's SHA-256 and what was kept and skipped."""
-    flags = {k: str(v) if isinstance(v, Path) else v for k, v in locals().items()
-             if v is not None and k not in ("output", "strict", "config")}
+    flags = data_flags({k: v for k, v in locals().items() if k not in ("output", "strict", "config")})
     from nmt.data.prepare import prepare_data_dir
 
     with user_errors():

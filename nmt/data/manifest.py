@@ -18,7 +18,7 @@ from nmt.errors import NmtError
 from nmt.runtime.fileio import atomic_write_text
 
 MANIFEST = "data.json"
-FORMAT = 1
+FORMAT = 2  # 2: several corpora and their ranges
 
 
 def fingerprint(path: Path) -> dict[str, Any]:
@@ -37,13 +37,16 @@ def fingerprint(path: Path) -> dict[str, Any]:
 @dataclass
 class Manifest:
     """The record of prepared data. ``sources``: each data file's :func:`fingerprint`, by the
-    setting that names it (``corpus``, ``valid_src``, ...); ``corpus``: the corpus as a report
-    names it; ``pairs``: counts (read, skipped by reason, train, dropped_long, valid, test);
+    setting that names it (``corpus``, ``valid_src``, ...); ``corpus``: the corpora as reports
+    name them; ``corpora``: each one's path, weight, pairs read and kept for training, and where
+    its training pairs start in the stores (they are a range); ``pairs``: counts (read, skipped
+    by reason, duplicates, train, dropped_long, dropped_ratio, valid, test);
     ``held_out_overlap``: per held-out set, its distinct sources and how many the corpus also
     has; ``source_pieces``/``target_pieces``: the ids each side has rows for."""
 
     sources: dict[str, dict[str, Any]]
     corpus: str
+    corpora: list[dict[str, Any]]
     pairs: dict[str, Any]
     held_out_overlap: dict[str, dict[str, int]]
     tokenizer_sha256: str

@@ -16,18 +16,19 @@ import logging
 import os
 import shutil
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.config import DataConfig, RunConfig
 from nmt.data.corpus import read_tsv
 from nmt.data.manifest import MANIFEST, Manifest, fingerprint
-from nmt.data.passes import carve, check_overlap, encode, held_out_sets, kept_pairs
+from nmt.data.passes import Encoded, Kept, carve, check_overlap, encode, held_out_sets, kept_pairs
 from nmt.data.sampling import Reservoir
-from nmt.data.sources import absolute_sources
+from nmt.data.sources import absolute_sources, corpus_weights, source_paths
 from nmt.data.store import TokenStore
 from nmt.data.tokenizer import Tokenizer
-from nmt.errors import NmtError, SettingError, SettingMessage
+from nmt.errors import NmtError, SettingError, SettingMessage, shown
 from nmt.runtime.fileio import atomic_write_lines
 
 log = logging.getLogger(__name__)
@@ -66,49 +67,76 @@ class RunData:
 
 def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, corpus_limit: int | None = None,
                      tokenizer: Tokenizer | None = None) -> RunData:
-    """Read and split the corpus, train the tokenizer, encode the training pairs, and write
+    """Read and split the corpora, train the tokenizer, encode the training pairs, and write
     it all into ``directory`` (the files of the module's docstring). With ``tokenizer``, the
     directory's own (a run an older nmt prepared without data.json), its held-out files are
     checked, not written, and only the encoded pairs and data.json are added."""
     laps = _Laps()
-    with kept_pairs(cfg, directory, strict, corpus_limit) as (kept, report):
-        laps.done(f"read, normalised and filtered {report.kept:,} pairs")
-        valid, test, held_out, overlap = held_out_sets(cfg, kept)
+    with kept_pairs(cfg, directory, strict, corpus_limit) as kept:
+        name = " + ".join(report.path for report in kept.reports)
+        laps.done(f"read, normalised and filtered {sum(r.kept for r in kept.reports):,} pairs")
+        if kept.duplicates:
+            log.info("dropped %d exact duplicate pairs", kept.duplicates)
+        valid, test, held_out, overlap = held_out_sets(cfg, kept.path)
         check_overlap(overlap, cfg.allow_overlap)
-        train, sample = carve(kept, held_out, valid, test, cfg.spm_sample // 2)
+        train, sample = carve(kept.path, held_out, valid, test, cfg.spm_sample // 2)
         laps.done("held out the validation and test sets, sampled for SentencePiece")
-        for part, pairs in (("valid", valid), ("test", test)):
-            if not getattr(cfg, f"{part}_src"):  # carved
-                _warn_if_short(cfg, f"{part}_size", len({src for src, _ in pairs}),
-                               "a held-out set takes at most a tenth of the corpus's distinct source sentences")
-        log.info("%s: %d training, %d validation, %d test pairs", report.path, train, len(valid), len(test))
+        _warn_if_carved_short(cfg, valid, test)
+        log.info("%s: %d training, %d validation, %d test pairs", name, train.total(), len(valid), len(test))
         if not train:
-            raise NmtError(f"{report.path}: no training pairs left after the held-out split")
+            raise NmtError(f"{name}: no training pairs left after the held-out split")
         if tokenizer is None:
             _write_held_out(directory, valid, test)
             tokenizer = _train_tokenizer(cfg, sample, directory)
             laps.done("trained SentencePiece")
         else:  # a run prepared by an nmt before data.json: its split must come out the same
-            _check_same_split(directory, valid, test, report.path)
+            _check_same_split(directory, valid, test, name)
         del sample
-        dropped, source_pieces, target_pieces = encode(kept, held_out, tokenizer, directory, cfg.max_pieces)
-        laps.done(f"encoded {train:,} training pairs")
-    if dropped:
-        log.info("dropped %d training pairs longer than %d pieces", dropped, cfg.max_pieces)
-    if dropped == train:
-        raise NmtError(f"{report.path}: no training pairs left after the held-out split")
-    manifest = Manifest(
-        sources={name: fingerprint(Path(path)) for name, path in absolute_sources(cfg).items()},
-        corpus=report.path,
-        pairs={"read": report.kept, "skipped": dict(report.skipped), "train": train - dropped,
-               "dropped_long": dropped, "valid": len(valid), "test": len(test)},
-        held_out_overlap={part: {"sources": total, "in_training_corpus": shared}
-                          for part, (shared, total) in overlap.items()},
-        tokenizer_sha256=tokenizer.sha256, vocab_size=tokenizer.vocab_size, source_pieces=source_pieces,
-        target_pieces=target_pieces, settings=_settings(cfg))
-    manifest.save(directory)
+        encoded = encode(kept.path, held_out, tokenizer, directory, cfg.max_pieces, cfg.max_length_ratio)
+        laps.done(f"encoded {train.total():,} training pairs")
+    _report_dropped(cfg, encoded, name)
+    _manifest(cfg, kept, encoded, valid, test, overlap, tokenizer).save(directory)
     laps.done("fingerprinted the source files")
     return open_run_data(directory, tokenizer)
+
+
+def _report_dropped(cfg: DataConfig, encoded: Encoded, name: str) -> None:
+    if encoded.dropped_long:
+        log.info("dropped %d training pairs longer than %d pieces", encoded.dropped_long, cfg.max_pieces)
+    if encoded.dropped_ratio:
+        log.info("dropped %d training pairs whose sides' lengths differ more than %g times",
+                 encoded.dropped_ratio, cfg.max_length_ratio)
+    if not encoded.pairs:
+        raise NmtError(f"{name}: no training pairs left after the held-out split and the filters")
+
+
+def _manifest(cfg: DataConfig, kept: Kept, encoded: Encoded, valid: list, test: list,
+              overlap: dict[str, tuple[int, int]], tokenizer: Tokenizer) -> Manifest:
+    """What was prepared: the corpora's pairs are a range of the stores each, in order."""
+    corpora, start = [], 0
+    for k, ((path, weight), report) in enumerate(zip(corpus_weights(cfg), kept.reports)):
+        corpora.append({"path": path, "weight": weight, "read": report.kept, "train": encoded.pairs[k],
+                        "start": start})
+        start += encoded.pairs[k]
+    skipped: Counter = sum((report.skipped for report in kept.reports), Counter())
+    return Manifest(
+        sources={name: fingerprint(Path(path)) for name, path in source_paths(cfg).items()},
+        corpus=" + ".join(report.path for report in kept.reports), corpora=corpora,
+        pairs={"read": sum(c["read"] for c in corpora), "skipped": dict(skipped), "duplicates": kept.duplicates,
+               "train": encoded.pairs.total(), "dropped_long": encoded.dropped_long,
+               "dropped_ratio": encoded.dropped_ratio, "valid": len(valid), "test": len(test)},
+        held_out_overlap={part: {"sources": total, "in_training_corpus": shared}
+                          for part, (shared, total) in overlap.items()},
+        tokenizer_sha256=tokenizer.sha256, vocab_size=tokenizer.vocab_size, source_pieces=encoded.source_pieces,
+        target_pieces=encoded.target_pieces,
+        settings={name: getattr(cfg, name) for name in DataConfig.PREPARED} | absolute_sources(cfg))
+
+
+def _warn_if_carved_short(cfg: DataConfig, valid: list, test: list) -> None:
+    for part, pairs in (("valid", valid), ("test", test)):
+        if not getattr(cfg, f"{part}_src"):  # carved
+            _warn_if_short(cfg, f"{part}_size", len({src for src, _ in pairs}),
+                           "a held-out set takes at most a tenth of the corpus's distinct source sentences")
 
 
 class _Laps:
@@ -148,12 +176,6 @@ def _train_tokenizer(cfg: DataConfig, sample: Reservoir, directory: Path) -> Tok
     return tokenizer
 
 
-def _settings(cfg: DataConfig) -> dict:
-    """The data settings that shape prepared data (not which files: those are fingerprinted)."""
-    return {name: getattr(cfg, name) for name in ("valid_size", "test_size", "max_pieces", "vocab_size",
-                                                  "spm_sample", "allow_overlap")}
-
-
 def open_run_data(directory: Path, tokenizer: Tokenizer | None = None) -> RunData:
     """The prepared data in ``directory``, opened read-only; the stores memory-mapped."""
     manifest = Manifest.load(directory)
@@ -172,7 +194,7 @@ def check_run_data(cfg: DataConfig, run_dir: Path) -> None:
     """Refuse a run's data when what it came from changed since it was prepared: the files, for
     data prepared in the run; the data's data.json, for prepared data it was given (``data``)."""
     if cfg.data is None:
-        Manifest.load(run_dir).check_sources(absolute_sources(cfg), "this run started with")
+        Manifest.load(run_dir).check_sources(source_paths(cfg), "this run started with")
     elif manifest_sha256(Path(cfg.data)) != cfg.data_sha256:
         raise SettingError("data", cfg.data, "not the data this run started with (its data.json changed); "
                            "resume with the data it started with")
@@ -192,16 +214,13 @@ def adopt_prepared(cfg: DataConfig) -> DataConfig:
     data.json records them, and that file's SHA-256. A setting given that differs from the
     data's is refused: the data would have to be prepared again."""
     directory = Path(cfg.data).resolve()
-    manifest = Manifest.load(directory)
-    prepared = {name: None for name in DataConfig.FILES} | {name: record["path"] for name, record in
-                                                           manifest.sources.items()} | manifest.settings
+    prepared = Manifest.load(directory).settings
+    given = dataclasses.replace(cfg, **absolute_sources(cfg)) if cfg.files() else cfg  # paths compared absolute
     for name in DataConfig.PREPARED:
-        given, recorded = getattr(cfg, name), prepared.get(name, getattr(DataConfig, name))
-        same = (given == recorded or (given is not None and recorded is not None and name in DataConfig.FILES
-                                      and Path(given).resolve() == Path(recorded)))
-        if given != getattr(DataConfig, name) and not same:
-            raise SettingError(name, given, f"{{data}} {directory} was prepared with {recorded}; prepare it "
-                               "again (nmt prepare) to change it", ("data",))
+        value, recorded = getattr(given, name), prepared.get(name, getattr(DataConfig, name))
+        if getattr(cfg, name) != getattr(DataConfig, name) and value != recorded:
+            raise SettingError(name, shown(getattr(cfg, name)), f"{{data}} {directory} was prepared with "
+                               f"{shown(recorded)}; prepare it again (nmt prepare) to change it", ("data",))
     return dataclasses.replace(cfg, **{name: prepared.get(name, getattr(DataConfig, name))
                                        for name in DataConfig.PREPARED},
                                data=str(directory), data_sha256=manifest_sha256(directory))

@@ -2,6 +2,7 @@
 aligned files), the default fra-eng corpus fetched when it is absent, and given held-out sets."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import logging
@@ -9,8 +10,9 @@ import urllib.request
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from nmt.config import DataConfig
+from nmt.config import Corpus, DataConfig
 from nmt.data.corpus import ReadReport, aligned_pairs, check_report, parallel_pairs, tsv_pairs
 from nmt.errors import NmtError, SettingError
 from nmt.runtime.fileio import atomic_path
@@ -44,33 +46,56 @@ def download_fra_eng(target: Path) -> None:
                 tmp.write_bytes(archive.read(f"fra-eng/{name}"))
 
 
-def corpus_pairs(cfg: DataConfig) -> tuple[Iterator[tuple[str, str]], ReadReport]:
-    """The configured corpus's usable pairs, streamed, and the report they fill as they are
-    read; the default corpus is fetched when it is absent."""
+def corpus_readers(cfg: DataConfig) -> list[tuple[Iterator[tuple[str, str]], ReadReport]]:
+    """Each configured corpus's usable pairs, streamed, and the report they fill as they are
+    read: the corpora in order, or the two aligned files; the default corpus is fetched when
+    it is absent."""
     if cfg.src_file is not None:
         report = ReadReport(f"{cfg.src_file} + {cfg.tgt_file}")
-        return aligned_pairs(Path(cfg.src_file), Path(cfg.tgt_file), report), report
-    path = Path(cfg.corpus) if cfg.corpus else DEFAULT_CORPUS
-    if cfg.corpus is None and not path.exists():
-        download_fra_eng(path)
-    report = ReadReport(str(path))
-    return tsv_pairs(path, report), report
+        return [(aligned_pairs(Path(cfg.src_file), Path(cfg.tgt_file), report), report)]
+    if cfg.corpus is None and not DEFAULT_CORPUS.exists():
+        download_fra_eng(DEFAULT_CORPUS)
+    paths = [Path(corpus.path) for corpus in cfg.corpora()] or [DEFAULT_CORPUS]
+    reports = [ReadReport(str(path)) for path in paths]
+    return [(tsv_pairs(path, report), report) for path, report in zip(paths, reports)]
 
 
 def read_corpus(cfg: DataConfig, strict: bool = False) -> tuple[list[tuple[str, str]], ReadReport]:
-    """Every usable pair of the configured corpus, in memory (for small corpora and tools)."""
-    pairs, report = corpus_pairs(cfg)
-    pairs = list(pairs)
-    check_report(report, strict, bool(pairs))
-    return pairs, report
+    """Every usable pair of the configured corpora, in memory (for small corpora and tools), and
+    what reading them skipped."""
+    pairs, total = [], ReadReport(" + ".join(report.path for _, report in corpus_readers(cfg)))
+    for read, report in corpus_readers(cfg):
+        pairs += read
+        check_report(report, strict, report.kept > 0)
+        total.kept += report.kept
+        total.skipped.update(report.skipped)
+    return pairs, total
 
 
-def absolute_sources(cfg: DataConfig) -> dict[str, str]:
-    """The corpus paths made absolute, so a resumed run finds them from any directory."""
-    paths = cfg.files()
+def corpus_weights(cfg: DataConfig) -> list[tuple[str, float]]:
+    """Each corpus (as :func:`corpus_readers` reads them) by name, with its weight."""
+    if cfg.src_file is not None:
+        return [(f"{cfg.src_file} + {cfg.tgt_file}", 1.0)]
+    return [(c.path, c.weight) for c in cfg.corpora()] or [(str(DEFAULT_CORPUS), 1.0)]
+
+
+def absolute_sources(cfg: DataConfig) -> dict[str, Any]:
+    """The settings that name data files, with every path made absolute (the default corpus
+    named), so a resumed run finds them from any directory."""
+    absolute = {name: str(Path(getattr(cfg, name)).resolve()) for name in DataConfig.FILES[1:]
+                if getattr(cfg, name) is not None}
     if cfg.src_file is None:
-        paths["corpus"] = str(cfg.corpus or DEFAULT_CORPUS)
-    return {key: str(Path(path).resolve()) for key, path in paths.items()}
+        corpora = cfg.corpora() or [Corpus(str(DEFAULT_CORPUS))]
+        entries = [{"path": str(Path(c.path).resolve()), "weight": c.weight} for c in corpora]
+        absolute["corpus"] = (entries[0]["path"] if isinstance(cfg.corpus, (str, type(None)))
+                              else [e if e["weight"] != 1 else e["path"] for e in entries])
+    return absolute
+
+
+def source_paths(cfg: DataConfig) -> dict[str, str]:
+    """Every data file, absolute, by what it is (:meth:`DataConfig.files`, the default corpus
+    named): what prepared data fingerprints."""
+    return dataclasses.replace(cfg, **absolute_sources(cfg)).files()
 
 
 def read_given_set(cfg: DataConfig, part: str) -> list[tuple[str, str]]:

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from nmt.config import RunConfig
-from nmt.data.batching import BatchPlan, bucket_batches, make_batch, split_passes
+from nmt.data.batching import BatchPlan, bucket_batches, make_batch, split_passes, weighted_pairs
 from nmt.data.prepare import RunData
 from nmt.inference.metrics import bleu
 from nmt.inference.translate import Translator
@@ -122,8 +122,9 @@ class Trainer:
         """The epoch's batch order: a pure function of seed and epoch, so resumes replay it."""
         if self._plan is None or self._plan[0] != epoch:
             rng = np.random.default_rng(self.t.seed * 1_000_003 + epoch)
-            self._plan = epoch, bucket_batches(self.src_lens, self.tgt_lens, self.t.batch_size,
-                                               self.t.batch_tokens, rng)
+            corpora = [(c["start"], c["train"], c["weight"]) for c in self.data.manifest.corpora]
+            self._plan = epoch, bucket_batches(self.src_lens, self.tgt_lens, self.t.batch_size, self.t.batch_tokens,
+                                               rng, pairs=weighted_pairs(corpora, rng))
         return self._plan[1]
 
     def train_step(self, group: list[list[int]]) -> float | None:
