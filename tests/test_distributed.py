@@ -74,6 +74,15 @@ def test_nproc_trains_and_resumes_on_another_number_of_ranks(tmp_path, corpus):
     assert [r["step"] for r in _records(run)] == [3, 6, 9, 12]
 
 
+def test_every_rank_reads_prepared_data(tmp_path, corpus):
+    data = tmp_path / "data"
+    sizes = ["--vocab-size", "60", "--valid-size", "5", "--test-size", "5"]
+    assert nmt("prepare", "--corpus", corpus, *sizes, "-o", data).returncode == 0
+    args = [a for a in ARGS if a not in sizes]
+    result = torchrun("train", "--data", data, "--run-dir", tmp_path / "run", "--max-steps", "4", *args)
+    assert result.returncode == 0 and "run saved in" in result.stderr, result.stderr
+
+
 def _records(run):
     import json
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

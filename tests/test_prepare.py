@@ -149,3 +149,11 @@ def test_the_corpus_flag_repeats_and_prepared_data_remembers_the_list(tmp_path, 
     assert set(record["sources"]) == {"corpus 1", "corpus 2"}
     clean_error(nmt("train", "--data", data, "--corpus", tmp_path / "a.tsv", "--run-dir", tmp_path / "r"),
                 "--corpus", "was prepared with")
+
+
+def test_a_gzipped_corpus_cut_short_is_one_line(tmp_path, corpus_file):
+    packed = gzip.compress(corpus_file.read_bytes())
+    (tmp_path / "cut.tsv.gz").write_bytes(packed[:len(packed) // 2])
+    clean_error(nmt("prepare", "--corpus", tmp_path / "cut.tsv.gz", "-o", tmp_path / "data"),
+                f"{tmp_path / 'cut.tsv.gz'}: cannot read (")
+    assert not (tmp_path / "data").exists()
