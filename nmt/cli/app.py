@@ -10,12 +10,13 @@ import typer
 from rich.logging import RichHandler
 
 from nmt import __version__
-from nmt.cli import demo_command, prepare_command, serve_command, tool_commands
+from nmt.cli import demo_command, export_command, prepare_command, serve_command, tool_commands
 from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, DedupOpt, MaxLengthRatioOpt, MaxPiecesOpt,
                                   SpmSampleOpt, SrcFileOpt, StrictOpt, TestSizeOpt, TestSrcOpt, TestTgtOpt, TgtFileOpt,
                                   ValidSizeOpt, ValidSrcOpt, ValidTgtOpt, VocabSizeOpt, data_flags)
-from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, FlagNames, KernelsOpt, Opt, PenaltyOpt,
-                             PrecisionOpt, at_least, err, load_translator, user_errors, with_default)
+from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, EngineOpt, FlagNames, KernelsOpt, Opt,
+                             PenaltyOpt, PrecisionOpt, at_least, check_engine, err, load_translator, open_export, user_errors,
+                             with_default)
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
 from nmt.config import build_config, load_config_file, read_run_config
 from nmt.errors import NmtError
@@ -206,6 +207,7 @@ def translate(
     device: DeviceOpt = "auto",
     precision: PrecisionOpt = "auto",
     kernels: KernelsOpt = "fast",
+    engine: EngineOpt = "nmt",
 ) -> None:
     """Translate sentences with a trained run: one output line per input line, in order."""
     from nmt.cli.output import translation_lines
@@ -217,7 +219,7 @@ def translate(
         check_search(beam, length_penalty, 1 if nbest is None else nbest)
         refuse_same_file(output, "--output", [("--input", input)])
         lines = argument_texts(text) if text else input_lines(input)
-        translator = load_translator(checkpoint, device, beam, length_penalty, precision, kernels)
+        translator = load_translator(checkpoint, device, beam, length_penalty, precision, kernels, engine)
         write_output((line for chunk in _chunks(lines)
                        for line in translation_lines(translator, chunk, nbest, json_out, batch_size)), output)
 
@@ -242,6 +244,7 @@ def eval_(
     device: DeviceOpt = "auto",
     precision: PrecisionOpt = "auto",
     kernels: KernelsOpt = "fast",
+    engine: EngineOpt = "nmt",
 ) -> None:
     """Score a run with sacrebleu (detokenised output against raw references)."""
     from nmt.cli.output import score_json, score_table
@@ -254,23 +257,31 @@ def eval_(
         if all_refs and src is not None:
             raise NmtError("--all-refs is for a run's own test split; with --src, pass each --ref")
         at_least("--batch-size", batch_size)
-        run = checkpoint or latest_run()
+        check_engine(engine)
+        if engine == "nmt":
+            run = test_run = checkpoint or latest_run()
+        else:  # scored on the test split of the run it was exported from
+            run, test_run = checkpoint, open_export(checkpoint).run
+            if src is None and not (test_run / "test.tsv").is_file():
+                raise NmtError(f"{run} was exported from {test_run}, which has no test.tsv now; "
+                               "give --src and --ref")
         if hyp_out is not None:
             refuse_same_file(hyp_out, "--hyp-out", [("--src", src), *(("--ref", r) for r in ref or []),
-                                                    *run_inputs(run)])
-        test = file_test_set(src, ref) if src is not None else run_test_set(run, all_refs)
+                                                    *run_inputs(test_run)])
+        test = file_test_set(src, ref) if src is not None else run_test_set(test_run, all_refs)
         metrics = [m for m, on in (("bleu", bleu), ("chrf", chrf), ("ter", ter)) if on] or ["bleu"]
-        translator = load_translator(run, device, beam, length_penalty, precision, kernels)
+        translator = load_translator(run, device, beam, length_penalty, precision, kernels, engine)
         hyps, scores = evaluate(translator, test, metrics, batch_size)
         if hyp_out is not None:
             write_output(hyps, hyp_out, "--hyp-out")
-        info = {"run": str(run), "test_set": test.name, "sentences": len(test.sources),
+        info = {"run": str(run), "engine": engine, "test_set": test.name, "sentences": len(test.sources),
                 "references": len(test.refs), "beam": beam, "precision": translator.precision,
                 "length_penalty": length_penalty if beam > 1 else None}
         print_out(score_json(info, scores) if json_out else score_table(info, scores))
 
 
 prepare_command.register(app)
+export_command.register(app)
 tool_commands.register(app)
 serve_command.register(app)
 demo_command.register(app)

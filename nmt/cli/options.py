@@ -10,6 +10,7 @@ from typing import Annotated, Any, Iterator, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from nmt.config import NO_FLAG, arch_defaults_of, default_of
 from nmt.errors import NmtError, SettingError, SettingMessage
@@ -27,7 +28,7 @@ def user_errors() -> Iterator[None]:
     except (NmtError, OSError) as e:  # an OSError: the environment's refusal (a full disk), not a bug
         text = (e.render(flag) if isinstance(e, SettingError) else
                 (f"{e.filename}: " if getattr(e, "filename", None) else "") + str(getattr(e, "strerror", None) or e))
-        err.print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:  # outside the training loop, which saves and exits cleanly itself
         err.print("[bold red]interrupted[/]", highlight=False)
@@ -69,16 +70,40 @@ PrecisionOpt = Annotated[str, Opt(help="auto, fp32, bf16, fp16 (CUDA only) or in
                                   "GRUs and linear layers (CPU only). auto: as nmt train's.")]
 KernelsOpt = Annotated[str, Opt(help="fast, or reference: plain PyTorch search without the certified "
                                 "int8 argmax and block-wise top-k (the same output).")]
+EngineOpt = Annotated[str, Opt(help="nmt, or ctranslate2: decode a directory made by nmt export (--checkpoint "
+                               "DIR) with CTranslate2; --precision then names its compute type.")]
+ENGINES = ("nmt", "ctranslate2")
 
 
 def load_translator(checkpoint: Path | None, device: str, beam: int = 1, length_penalty: float = 0.0,
-                    precision: str = "auto", kernels: str = "fast") -> Any:
-    """A :class:`nmt.inference.translate.Translator` of ``checkpoint`` (default: the newest run)
-    from the decoding flags, each checked before the run is looked for; loaded as the Python
-    API loads a run (:func:`nmt.api.load`)."""
+                    precision: str = "auto", kernels: str = "fast", engine: str = "nmt") -> Any:
+    """A translator (:class:`nmt.inference.translate.SentenceTranslator`) from the decoding
+    flags, each checked before the model is looked for: nmt's own of ``checkpoint`` (default:
+    the newest run), loaded as the Python API loads a run (:func:`nmt.api.load`), or
+    CTranslate2's of an exported directory."""
+    check_search(beam, length_penalty)
+    check_engine(engine)
+    if engine == "ctranslate2":
+        from nmt.export.engine import CTranslate2Translator
+
+        return CTranslate2Translator(open_export(checkpoint), device, precision, beam, length_penalty)
     from nmt.api import load
 
-    check_search(beam, length_penalty)
     model = load(checkpoint, device, precision)
     logging.getLogger(__name__).debug("decoding with %s on %s at %s", model.run, model.device, model.precision)
     return model.translator(beam, length_penalty, kernels)
+
+
+def check_engine(engine: str) -> None:
+    if engine not in ENGINES:
+        raise SettingError("engine", engine, f"must be one of {', '.join(ENGINES)}")
+
+
+def open_export(checkpoint: Path | None) -> Any:
+    """The exported directory (:class:`nmt.export.exported.Exported`) given as ``--checkpoint``."""
+    if checkpoint is None:
+        raise SettingError("engine", "ctranslate2", "needs {checkpoint} DIR, a directory made by nmt export",
+                           ("checkpoint",))
+    from nmt.export.exported import open_exported
+
+    return open_exported(checkpoint)

@@ -21,11 +21,73 @@ from nmt.runtime.precision import autocast
 log = logging.getLogger(__name__)
 
 
-class Translator:
-    """Batched translation with a trained model, greedy (``beam=1``) or with a beam.
+class SentenceTranslator:
+    """What every decoding engine shares: raw text to normalised, tokenised, length-capped
+    piece ids; each output's budget; hypotheses back to detokenised text, one per line, in
+    order. An engine (:class:`Translator`, nmt's own; :class:`nmt.export.engine.CTranslate2Translator`)
+    gives :meth:`nbest_of_ids`.
 
     Source lines are cut to ``max_src_pieces`` so one absurd line cannot exhaust memory; each
-    output may have at most ``len_ratio * source pieces + len_extra`` pieces.
+    output may have at most ``len_ratio * source pieces + len_extra`` pieces (its source's EOS
+    and its own included). ``precision`` is what the engine decodes at, as the CLI names it.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, beam: int = 1, length_penalty: float = 0.0,
+                 max_src_pieces: int = 256, len_ratio: float = 2.0, len_extra: int = 10,
+                 precision: str = "fp32") -> None:
+        self.tokenizer, self.precision = tokenizer, precision
+        self.beam, self.length_penalty = beam, length_penalty
+        self.max_src_pieces, self.len_ratio, self.len_extra = max_src_pieces, len_ratio, len_extra
+
+    @property
+    def max_output_pieces(self) -> int:
+        """The most pieces any output may have: that of a source of ``max_src_pieces``."""
+        return int(self.len_ratio * self.max_src_pieces) + self.len_extra
+
+    def budgets(self, src_len: torch.Tensor) -> torch.Tensor:
+        """Each output's most pieces, EOS included, from its source's length with EOS; shape
+        (batch,)."""
+        return max_output_lengths(src_len, self.len_ratio, self.len_extra, cap=self.max_output_pieces)
+
+    def encode(self, lines: list[str]) -> list[list[int]]:
+        """Normalised, tokenised and length-capped source ids of each line."""
+        ids = self.tokenizer.encode([normalize(line) for line in lines])
+        if any(len(seq) > self.max_src_pieces for seq in ids):
+            log.warning("source lines longer than %d pieces were cut to that length",
+                        self.max_src_pieces)
+        return [seq[:self.max_src_pieces] for seq in ids]
+
+    def nbest(self, lines: list[str], n: int = 1, batch_size: int = DEFAULT_BATCH, with_scores: bool = True,
+              with_attention: bool = True) -> list[list[Hypothesis]]:
+        """The ``n`` best hypotheses of each line, best first; [] for an empty (all-space) line.
+
+        ``with_scores=False`` lets greedy search skip scoring (scores are then NaN);
+        ``with_attention=False`` skips keeping attention (it is then None)."""
+        return self.nbest_of_ids(self.encode(lines), n, batch_size, with_scores, with_attention)
+
+    def nbest_of_ids(self, ids: list[list[int]], n: int = 1, batch_size: int = DEFAULT_BATCH,
+                     with_scores: bool = True, with_attention: bool = True) -> list[list[Hypothesis]]:
+        """:meth:`nbest` of sources already encoded (:meth:`encode`)."""
+        raise NotImplementedError
+
+    def hypotheses(self, lines: list[str], batch_size: int = DEFAULT_BATCH, with_scores: bool = True,
+                   with_attention: bool = True) -> list[Hypothesis | None]:
+        """The best hypothesis of each line; None for an empty line."""
+        return [hyps[0] if hyps else None
+                for hyps in self.nbest(lines, 1, batch_size, with_scores, with_attention)]
+
+    def detokenize(self, hyps: list[Hypothesis]) -> list[str]:
+        return self.tokenizer.decode([h.tokens for h in hyps])
+
+    def translate(self, lines: list[str], batch_size: int = DEFAULT_BATCH) -> list[str]:
+        """Detokenised translation of each line; an empty line gives an empty line."""
+        hyps = self.hypotheses(lines, batch_size, with_scores=False, with_attention=False)
+        texts = iter(self.detokenize([h for h in hyps if h is not None]))
+        return [next(texts) if h is not None else "" for h in hyps]
+
+
+class Translator(SentenceTranslator):
+    """Batched translation with a trained model, greedy (``beam=1``) or with a beam.
 
     On CPU, ``workers`` batches are decoded at once, each on its share of the threads (0: two
     when there are two threads or more, but one in bf16). A float32 decoder step's small ops
@@ -46,36 +108,14 @@ class Translator:
                  beam: int = 1, length_penalty: float = 0.0, max_src_pieces: int = 256,
                  len_ratio: float = 2.0, len_extra: int = 10, workers: int = 0,
                  precision: str = "fp32") -> None:
-        self.model, self.tokenizer, self.device, self.precision = model, tokenizer, device, precision
+        super().__init__(tokenizer, beam, length_penalty, max_src_pieces, len_ratio, len_extra, precision)
+        self.model, self.device = model, device
         outputs = model.output_layer.out_features
         if beam > 1 and 2 * beam > outputs:  # each step ranks 2 * beam of the first step's outputs
             raise NmtError(f"beam size {beam} is too large for this model: it outputs {outputs} "
                            f"pieces, so the beam can hold at most {outputs // 2}")
-        self.beam, self.length_penalty = beam, length_penalty
-        self.max_src_pieces, self.len_ratio, self.len_extra = max_src_pieces, len_ratio, len_extra
         self.workers = workers
         self._argmax: tuple[tuple[int, int], LinearArgmax] | None = None  # (weights' identity, it)
-
-    @property
-    def max_output_pieces(self) -> int:
-        """The most pieces any output may have: that of a source of ``max_src_pieces``."""
-        return int(self.len_ratio * self.max_src_pieces) + self.len_extra
-
-    def encode(self, lines: list[str]) -> list[list[int]]:
-        """Normalised, tokenised and length-capped source ids of each line."""
-        ids = self.tokenizer.encode([normalize(line) for line in lines])
-        if any(len(seq) > self.max_src_pieces for seq in ids):
-            log.warning("source lines longer than %d pieces were cut to that length",
-                        self.max_src_pieces)
-        return [seq[:self.max_src_pieces] for seq in ids]
-
-    def nbest(self, lines: list[str], n: int = 1, batch_size: int = DEFAULT_BATCH, with_scores: bool = True,
-              with_attention: bool = True) -> list[list[Hypothesis]]:
-        """The ``n`` best hypotheses of each line, best first; [] for an empty (all-space) line.
-
-        ``with_scores=False`` lets greedy search skip scoring (scores are then NaN);
-        ``with_attention=False`` skips keeping attention (it is then None)."""
-        return self.nbest_of_ids(self.encode(lines), n, batch_size, with_scores, with_attention)
 
     def nbest_of_ids(self, ids: list[list[int]], n: int = 1, batch_size: int = DEFAULT_BATCH,
                      with_scores: bool = True, with_attention: bool = True) -> list[list[Hypothesis]]:
@@ -176,21 +216,4 @@ class Translator:
     def _batch(self, src_ids: list[list[int]]) -> SourceBatch:
         """A batch of sources on the device, with each one's output budget."""
         batch = make_batch(src_ids).to(self.device)
-        budget = max_output_lengths(batch.src_len, self.len_ratio, self.len_extra,
-                                    cap=self.max_output_pieces)
-        return batch.src, batch.src_len, budget
-
-    def hypotheses(self, lines: list[str], batch_size: int = DEFAULT_BATCH, with_scores: bool = True,
-                   with_attention: bool = True) -> list[Hypothesis | None]:
-        """The best hypothesis of each line; None for an empty line."""
-        return [hyps[0] if hyps else None
-                for hyps in self.nbest(lines, 1, batch_size, with_scores, with_attention)]
-
-    def detokenize(self, hyps: list[Hypothesis]) -> list[str]:
-        return self.tokenizer.decode([h.tokens for h in hyps])
-
-    def translate(self, lines: list[str], batch_size: int = DEFAULT_BATCH) -> list[str]:
-        """Detokenised translation of each line; an empty line gives an empty line."""
-        hyps = self.hypotheses(lines, batch_size, with_scores=False, with_attention=False)
-        texts = iter(self.detokenize([h for h in hyps if h is not None]))
-        return [next(texts) if h is not None else "" for h in hyps]
+        return batch.src, batch.src_len, self.budgets(batch.src_len)

@@ -1,0 +1,132 @@
+"""An exported directory: CTranslate2's model files, the run's SentencePiece model, and
+``nmt_export.json``, which says how to cut text into pieces and back, and where it came from.
+
+Layout::
+
+    model.bin, config.json               CTranslate2's model (no code: a flat binary format)
+    source_vocabulary.json               the source rows' pieces, in row order
+    target_vocabulary.json               the target rows' pieces, in row order
+    spm.model                            the run's SentencePiece model
+    nmt_export.json                      this module's manifest (see :func:`_manifest`)
+
+The directory is written beside its destination and renamed into place: it is there whole or
+not at all.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from nmt.config import RunConfig
+from nmt.data.tokenizer import Tokenizer
+from nmt.errors import NmtError, SettingError
+from nmt.export.converter import (MAX_POSITIONS, QUANTIZATIONS, require_ctranslate2, spec_converter,
+                                  transformer_spec)
+from nmt.inference.loading import load_run, weights_file
+from nmt.runtime.fileio import atomic_path
+
+MANIFEST = "nmt_export.json"
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Exported:
+    """An exported directory, checked: its manifest, and its tokenizer (the one it names)."""
+
+    directory: Path
+    manifest: dict
+    tokenizer: Tokenizer
+
+    @property
+    def run(self) -> Path:
+        """The run it was exported from (it may since have moved or gone)."""
+        return Path(self.manifest["run"])
+
+
+def export_run(run_dir: Path, out: Path, quantization: str = "float32") -> Exported:
+    """``nmt export``: ``run_dir``'s Transformer as a CTranslate2 model in the new directory
+    ``out``, its weights stored at ``quantization``."""
+    if quantization not in QUANTIZATIONS:
+        raise SettingError("quantization", quantization, f"must be one of {', '.join(QUANTIZATIONS)}")
+    ctranslate2 = require_ctranslate2()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise SettingError("output", out, "exists and is not empty; choose another directory")
+    config, model, tokenizer = load_run(run_dir, torch.device("cpu"))
+    if config.model.arch != "transformer":
+        raise NmtError(f"{run_dir} is a GRU run: CTranslate2 has no GRU encoder-decoder to export it "
+                       "to; for faster GRU decoding on CPU use nmt's own --precision int8")
+    spec = transformer_spec(model, config.model, tokenizer)
+    partial = out.parent / f".{out.name}.partial-{os.getpid()}"
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        spec_converter(spec).convert(str(partial), quantization=quantization)
+        shutil.copyfile(tokenizer.model_path, partial / "spm.model")
+        manifest = _manifest(run_dir, config, tokenizer, quantization, ctranslate2.__version__)
+        with atomic_path(partial / MANIFEST) as tmp:
+            tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        if out.exists():
+            out.rmdir()
+        partial.rename(out)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return open_exported(out)
+
+
+def _manifest(run_dir: Path, config: RunConfig, tokenizer: Tokenizer, quantization: str,
+              version: str) -> dict:
+    weights = weights_file(run_dir)
+    return {
+        "format": FORMAT,
+        "engine": "ctranslate2",
+        "ctranslate2_version": version,
+        "quantization": quantization,
+        "run": str(run_dir.resolve()),
+        "weights": {"file": weights.name, "sha256": _sha256(weights)},
+        "model": asdict(config.model),
+        "tokenizer": {"file": "spm.model", "sha256": tokenizer.sha256},
+        "source": {"text": "NFC, zero-width characters removed, runs of spaces one space, trimmed",
+                   "pieces": "SentencePiece pieces of that text (spm.model), at most 256 a line",
+                   "end": "</s>, appended by CTranslate2 (config.json: add_source_eos)"},
+        "target": {"start": "<s>", "end": "</s>",
+                   "text": "the pieces without <pad>, <unk>, <s> and </s>, decoded by spm.model"},
+        "max_positions": MAX_POSITIONS,
+        "length_penalty": "nmt's alpha is GNMT's: a score is divided by ((5 + pieces) / 6) ** alpha, "
+                          "pieces counting </s>; CTranslate2's own length_penalty divides by pieces ** alpha",
+    }
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def open_exported(directory: Path) -> Exported:
+    """An exported directory, its files and its tokenizer checked against its manifest."""
+    path = directory / MANIFEST
+    if not path.is_file():
+        what = "a run directory; export it first: nmt export RUN -o DIR" if (directory / "config.yaml").is_file() \
+            else f"no {MANIFEST}; not a directory made by nmt export"
+        raise NmtError(f"{directory}: {what}")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise NmtError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("engine") != "ctranslate2":
+        raise NmtError(f"{path}: not an nmt export of format {FORMAT} for CTranslate2")
+    for name in ("model.bin", "config.json"):
+        if not (directory / name).is_file():
+            raise NmtError(f"{directory}: {name} is missing; export the run again")
+    tokenizer = Tokenizer(directory / "spm.model")
+    if tokenizer.sha256 != manifest["tokenizer"]["sha256"]:
+        raise NmtError(f"{directory / 'spm.model'}: not the tokenizer this model was exported with "
+                       f"(sha256 {tokenizer.sha256[:12]}…, {MANIFEST} says {manifest['tokenizer']['sha256'][:12]}…)")
+    return Exported(directory, manifest, tokenizer)
