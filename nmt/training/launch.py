@@ -76,8 +76,8 @@ def watch_launcher(poll_s: float = 0.5) -> None:
     def watch() -> None:
         while os.getppid() == parent:
             time.sleep(poll_s)
-        if environment_rank() == 0:
-            log.warning("the launcher (pid %d) is gone: stopping after this step, saving", parent)
+        # every rank says it: the first to notice stops them all, maybe before rank 0 notices
+        log.warning("the launcher (pid %d) is gone: stopping after this step, saving", parent)
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="nmt-launcher-watch", daemon=True).start()
