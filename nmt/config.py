@@ -130,6 +130,8 @@ class TrainConfig:
     valid_every: int = 0  # steps between validations; 0 = once per epoch
     valid_bleu_size: int = 1000  # validation sentences decoded for BLEU
     patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
+    keep_checkpoints: int = 0  # weights of the last N validations kept as checkpoints/step-K.safetensors
+    tensorboard: bool = False  # TensorBoard event files in RUN/tensorboard/ (nmt/training/tensorboard.py)
     seed: int = 1
     device: str = "auto"
     threads: int = 0  # 0 = one per CPU core
@@ -229,7 +231,7 @@ class RunConfig:
         for name in ("epochs", "max_steps", "batch_size", "accum", "batch_tokens", "valid_bleu_size",
                      "warmup_steps"):
             _at_least(t, name, 1)
-        for name in ("max_pass_pieces", "valid_every", "patience", "threads"):
+        for name in ("max_pass_pieces", "valid_every", "patience", "threads", "keep_checkpoints"):
             _at_least(t, name, 0)
         _check(t.max_minutes is None or t.max_minutes > 0, "max_minutes", t.max_minutes, "must be > 0")
         _check(t.lr > 0, "lr", t.lr, "must be > 0")

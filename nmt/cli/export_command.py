@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.options import Opt, err, user_errors
+from nmt.cli.options import Opt, WeightsOpt, err, user_errors
 from nmt.errors import SettingError
 
 FORMATS = ("ctranslate2",)
@@ -27,14 +27,15 @@ def export(
     format: Annotated[str, Opt("--format", help="ctranslate2: CTranslate2's model format.")] = "ctranslate2",
     quantization: Annotated[str, Opt(help="Weights as stored: float32, int8, int8_float32, int16, bfloat16 "
                                      "(or float16, int8_float16, int8_bfloat16 for GPUs).")] = "float32",
+    weights: WeightsOpt = "best",
 ) -> None:
-    """Export a Transformer run's best weights, its vocabularies and its SentencePiece model as a
+    """Export a Transformer run's weights (its best by default), its vocabularies and its SentencePiece model as a
     CTranslate2 model directory, with nmt_export.json saying how to tokenise for it."""
     from nmt.export.exported import export_run
 
     with user_errors():
         if format not in FORMATS:
             raise SettingError("format", format, f"must be one of {', '.join(FORMATS)}")
-        exported = export_run(run, output, quantization)
+        exported = export_run(run, output, quantization, weights)
         err.print(f"exported {run} to [bold]{exported.directory}[/] ({quantization}, CTranslate2 "
                   f"{exported.manifest['ctranslate2_version']})", highlight=False)

@@ -28,7 +28,8 @@ from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError, SettingError
 from nmt.export.converter import (MAX_POSITIONS, QUANTIZATIONS, require_ctranslate2, spec_converter,
                                   transformer_spec)
-from nmt.inference.loading import load_run, weights_file
+from nmt.inference.loading import load_run
+from nmt.runtime.weights import weights_path
 from nmt.runtime.fileio import atomic_path
 
 MANIFEST = "nmt_export.json"
@@ -49,15 +50,15 @@ class Exported:
         return Path(self.manifest["run"])
 
 
-def export_run(run_dir: Path, out: Path, quantization: str = "float32") -> Exported:
-    """``nmt export``: ``run_dir``'s Transformer as a CTranslate2 model in the new directory
-    ``out``, its weights stored at ``quantization``."""
+def export_run(run_dir: Path, out: Path, quantization: str = "float32", weights: str = "best") -> Exported:
+    """``nmt export``: ``run_dir``'s Transformer, with the weights called ``weights``, as a
+    CTranslate2 model in the new directory ``out``, stored at ``quantization``."""
     if quantization not in QUANTIZATIONS:
         raise SettingError("quantization", quantization, f"must be one of {', '.join(QUANTIZATIONS)}")
     ctranslate2 = require_ctranslate2()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise SettingError("output", out, "exists and is not empty; choose another directory")
-    config, model, tokenizer = load_run(run_dir, torch.device("cpu"))
+    config, model, tokenizer = load_run(run_dir, torch.device("cpu"), weights)
     if config.model.arch != "transformer":
         raise NmtError(f"{run_dir} is a GRU run: CTranslate2 has no GRU encoder-decoder to export it "
                        "to; for faster GRU decoding on CPU use nmt's own --precision int8")
@@ -67,7 +68,8 @@ def export_run(run_dir: Path, out: Path, quantization: str = "float32") -> Expor
         out.parent.mkdir(parents=True, exist_ok=True)
         spec_converter(spec).convert(str(partial), quantization=quantization)
         shutil.copyfile(tokenizer.model_path, partial / "spm.model")
-        manifest = _manifest(run_dir, config, tokenizer, quantization, ctranslate2.__version__)
+        manifest = _manifest(run_dir, weights_path(run_dir, weights), config, tokenizer, quantization,
+                             ctranslate2.__version__)
         with atomic_path(partial / MANIFEST) as tmp:
             tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         if out.exists():
@@ -78,16 +80,15 @@ def export_run(run_dir: Path, out: Path, quantization: str = "float32") -> Expor
     return open_exported(out)
 
 
-def _manifest(run_dir: Path, config: RunConfig, tokenizer: Tokenizer, quantization: str,
+def _manifest(run_dir: Path, weights: Path, config: RunConfig, tokenizer: Tokenizer, quantization: str,
               version: str) -> dict:
-    weights = weights_file(run_dir)
     return {
         "format": FORMAT,
         "engine": "ctranslate2",
         "ctranslate2_version": version,
         "quantization": quantization,
         "run": str(run_dir.resolve()),
-        "weights": {"file": weights.name, "sha256": _sha256(weights)},
+        "weights": {"file": str(weights.relative_to(run_dir)), "sha256": _sha256(weights)},
         "model": asdict(config.model),
         "tokenizer": {"file": "spm.model", "sha256": tokenizer.sha256},
         "source": {"text": "NFC, zero-width characters removed, runs of spaces one space, trimmed",

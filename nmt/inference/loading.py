@@ -8,6 +8,8 @@ Layout of a run directory::
     valid.tsv test.tsv held-out pairs (source<TAB>target), fixed at the run's start
     best.safetensors   weights with the best validation BLEU
     last.safetensors   weights + optimiser + RNG + training state, for resuming
+    checkpoints/       step-K.safetensors: the last validations' weights (--keep-checkpoints)
+    averaged.safetensors  their mean (nmt average)
     metrics.jsonl      one JSON object per validation
     run.json           summary: corpus, sizes, device, time, versions
 """
@@ -24,6 +26,7 @@ from nmt.data.tokenizer import PAD_ID, Tokenizer
 from nmt.errors import NmtError, SettingError
 from nmt.models.build import build_model
 from nmt.runtime.checkpoint import load_model_weights, read
+from nmt.runtime.weights import weights_path
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +57,6 @@ def _last_modified(run_dir: Path) -> float:
     return max(times, default=0.0)
 
 
-def weights_file(run_dir: Path) -> Path:
-    """best.safetensors, or last.safetensors for a run that has not validated yet."""
-    for name in ("best.safetensors", "last.safetensors"):
-        if (run_dir / name).is_file():
-            return run_dir / name
-    raise NmtError(f"{run_dir}: no best.safetensors or last.safetensors; the run saved no weights yet")
-
-
 def skeleton(cfg: ModelConfig) -> nn.Module:
     """The model ``cfg`` describes, on the meta device: every shape, no memory, so a
     checkpoint's header can be checked against it before anything is allocated."""
@@ -79,9 +74,11 @@ def check_tokenizer(tokenizer: Tokenizer, cfg: ModelConfig) -> None:
                        f"restore the run's own spm.model")
 
 
-def load_run(run_dir: Path, device: torch.device) -> tuple[RunConfig, nn.Module, Tokenizer]:
-    """Rebuild a run's model and tokenizer from its directory alone, each file checked
-    against config.yaml before the model is built.
+def load_run(run_dir: Path, device: torch.device, weights: str = "best"
+             ) -> tuple[RunConfig, nn.Module, Tokenizer]:
+    """Rebuild a run's model, with the weights called ``weights`` (:mod:`nmt.runtime.weights`),
+    and its tokenizer from its directory alone, each file checked against config.yaml before
+    the model is built.
 
     :return: (RunConfig, Seq2Seq in eval mode on ``device``, Tokenizer)
     """
@@ -90,7 +87,7 @@ def load_run(run_dir: Path, device: torch.device) -> tuple[RunConfig, nn.Module,
     config = read_run_config(run_dir / "config.yaml")
     tokenizer = Tokenizer(run_dir / "spm.model")
     check_tokenizer(tokenizer, config.model)
-    path = weights_file(run_dir)
+    path = weights_path(run_dir, weights)
     tensors, _ = read(path, skeleton(config.model))
     model = build_model(config.model, PAD_ID)
     load_model_weights(model, tensors, path)

@@ -74,14 +74,16 @@ def decoding_device(precision: str, spec: str) -> torch.device:
     return device
 
 
-def load_for_decoding(run: Path, precision: str, device: torch.device) -> tuple[TranslationModel, Any, str]:
-    """A run's model for decoding at ``precision`` on ``device`` (from :func:`decoding_device`):
+def load_for_decoding(run: Path, precision: str, device: torch.device, weights: str = "best"
+                      ) -> tuple[TranslationModel, Any, str]:
+    """A run's model, with the weights called ``weights``, for decoding at ``precision`` on
+    ``device`` (from :func:`decoding_device`):
     int8 weights for int8, bfloat16 ones for a Transformer in bf16 on CPU, the float32
     weights otherwise (autocast does the rest).
 
     :return: (model in eval mode, Tokenizer, the precision resolved: fp32, bf16, fp16 or int8)
     """
-    config, model, tokenizer = load_run(run, device)
+    config, model, tokenizer = load_run(run, device, weights)
     if precision == "int8":
         return quantize_int8(model), tokenizer, precision
     resolved = resolve(precision, device, config.model.arch)

@@ -28,7 +28,7 @@ def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None =
          state: dict[str, Any] | None = None) -> None:
     """Write weights (and optionally the optimiser and JSON-able state) atomically."""
     tensors = {f"model.{k}": v.detach().contiguous() for k, v in model.state_dict().items()}
-    meta = {"format": FORMAT, "nmt_version": __version__, "state": json.dumps(state or {})}
+    meta = {"state": json.dumps(state or {})}
     if optimizer is not None:
         opt = optimizer.state_dict()
         for pid, slots in opt["state"].items():
@@ -36,6 +36,13 @@ def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None =
                 tensors[f"optim.{pid}.{name}"] = torch.as_tensor(value).detach().contiguous()
         meta["optim_groups"] = json.dumps(opt["param_groups"])
     tensors["rng.torch"] = torch.get_rng_state()
+    write(path, tensors, meta)
+
+
+def write(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, str]) -> None:
+    """``tensors`` (``model.``-prefixed weights, and what else :func:`save` puts in) written
+    atomically with this format's metadata and ``meta``."""
+    meta = {"format": FORMAT, "nmt_version": __version__, "state": "{}", **meta}
     try:
         with atomic_path(path) as tmp:
             save_file({k: v.cpu() for k, v in tensors.items()}, str(tmp), metadata=meta)

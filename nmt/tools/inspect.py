@@ -12,7 +12,8 @@ from nmt.config import RunConfig, read_run_config
 from nmt.data.passes import share
 from nmt.data.batching import make_batch
 from nmt.errors import NmtError, SettingError
-from nmt.inference.loading import skeleton, weights_file
+from nmt.inference.loading import skeleton
+from nmt.runtime.weights import weights_path
 from nmt.inference.search import Hypothesis
 from nmt.inference.translate import Translator
 from nmt.models.build import count_parameters, describe, parameters_per_block
@@ -169,7 +170,7 @@ def model_card(run_dir: Path) -> dict[str, Any]:
     config = read_run_config(run_dir / "config.yaml")
     summary = _summary(run_dir / "run.json")
     model = skeleton(config.model)
-    path = weights_file(run_dir)
+    path = weights_path(run_dir)
     read_header_checked(path, model)
     n_params = count_parameters(model)
     m = config.model

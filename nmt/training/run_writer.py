@@ -17,25 +17,36 @@ from nmt.models.interface import TranslationModel
 from nmt.report.plotting import plot_training_curve
 from nmt.report.progress import TrainProgress
 from nmt.runtime import checkpoint
+from nmt.runtime.weights import KEPT, kept_path, kept_steps
 from nmt.training.state import TrainState, read_metrics
+from nmt.training.tensorboard import TensorBoardLog
 from nmt.training.trainer import TrainCallbacks
 
 
 class RunWriter(TrainCallbacks):
     """Shows progress on the terminal and writes the run directory ``run_dir``."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
+    def __init__(self, run_dir: Path, tensorboard: bool = False) -> None:
+        self.run_dir, self.tensorboard = run_dir, tensorboard
         self.progress: TrainProgress | None = None
+        self.board: TensorBoardLog | None = None
+        self.seconds_before = 0.0
 
     def started(self, state: TrainState, total_steps: int | None, max_minutes: float | None) -> None:
+        if self.tensorboard:
+            self.board = TensorBoardLog(self.run_dir, state)
+        self.seconds_before = state.step_seconds  # the step time so far: a step's own is the difference
         self.progress = TrainProgress(total_steps, max_minutes).__enter__()
         self.progress.update(state)
 
-    def stepped(self, state: TrainState, loss: float, tokens: int, sentences: int) -> None:
+    def stepped(self, state: TrainState, loss: float, tokens: int, sentences: int, lr: float,
+                grad_norm: float) -> None:
+        if self.board is not None:
+            self.board.step(state, loss, tokens, lr, grad_norm, state.step_seconds - self.seconds_before)
+        self.seconds_before = state.step_seconds
         self.progress.step(state, loss, tokens, sentences)
 
-    def validated(self, state: TrainState, record: dict) -> None:
+    def validated(self, state: TrainState, record: dict, samples: list[tuple[str, str, str]]) -> None:
         """Append to metrics.jsonl and redraw curve.png from all records so far."""
         path = self.run_dir / "metrics.jsonl"
         try:
@@ -44,6 +55,8 @@ class RunWriter(TrainCallbacks):
         except OSError as e:
             raise NmtError(f"{path}: cannot write ({e.strerror})") from None
         plot_training_curve(read_metrics(path), self.run_dir / "curve.png")
+        if self.board is not None:
+            self.board.validation(state, record, samples)
         if self.progress is not None:
             self.progress.update(state)
 
@@ -51,7 +64,19 @@ class RunWriter(TrainCallbacks):
              state: dict) -> None:
         checkpoint.save(self.run_dir / f"{name}.safetensors", model, optimizer, state)
 
+    def keep(self, model: TranslationModel, state: dict, count: int) -> None:
+        """checkpoints/step-K.safetensors, then the oldest beyond ``count`` deleted (each file
+        is written whole or not at all, and removed in one unlink). The folder is the count's
+        memory, so it survives a resume."""
+        (self.run_dir / KEPT).mkdir(exist_ok=True)
+        checkpoint.save(kept_path(self.run_dir, state["step"]), model, None, state)
+        for step in kept_steps(self.run_dir)[:-count]:
+            kept_path(self.run_dir, step).unlink(missing_ok=True)
+
     def finished(self, state: TrainState) -> None:
+        if self.board is not None:
+            self.board.close()
+            self.board = None
         if self.progress is not None:
             self.progress.update(state)
             self.progress.__exit__(None, None, None)

@@ -32,6 +32,7 @@ class TrainState:
     target_tokens: int = 0
     sentences: int = 0
     scaler: dict = dataclasses.field(default_factory=dict)  # loss-scaler state (CUDA only)
+    run_id: str = ""  # drawn when the run starts: marks every weights file the run writes as its own
 
     @classmethod
     def restore(cls, saved: dict, path: Path) -> TrainState:

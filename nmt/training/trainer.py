@@ -17,6 +17,7 @@ import logging
 import math
 import signal
 import time
+import uuid
 from typing import Iterator
 
 import numpy as np
@@ -55,6 +56,8 @@ def make_optimizer(model: TranslationModel, lr: float, device: torch.device) -> 
     return torch.optim.Adam(model.parameters(), lr=lr, fused=device.type in ("cpu", "cuda"))
 
 
+SAMPLES = 4  # validation translations shown beside the figures (TensorBoard)
+
 class TrainCallbacks:
     """What the loop reports. This base class does nothing with it: a process that must stay
     quiet (``nmt bench``'s timed training) uses it as it is."""
@@ -62,15 +65,21 @@ class TrainCallbacks:
     def started(self, state: TrainState, total_steps: int | None, max_minutes: float | None) -> None:
         """Training begins (or resumes) at ``state``; ``total_steps`` None: bound by minutes only."""
 
-    def stepped(self, state: TrainState, loss: float, tokens: int, sentences: int) -> None:
-        """An optimiser step was taken on a batch of ``tokens`` target pieces."""
+    def stepped(self, state: TrainState, loss: float, tokens: int, sentences: int, lr: float,
+                grad_norm: float) -> None:
+        """An optimiser step was taken on a batch of ``tokens`` target pieces, at learning rate
+        ``lr``, with the gradient's norm before clipping ``grad_norm``."""
 
-    def validated(self, state: TrainState, record: dict) -> None:
-        """A validation ended with these figures (none without a validation set)."""
+    def validated(self, state: TrainState, record: dict, samples: list[tuple[str, str, str]]) -> None:
+        """A validation ended with these figures (none without a validation set), and a few
+        (source, translation, reference) samples of its BLEU set."""
 
     def save(self, name: str, model: TranslationModel, optimizer: torch.optim.Optimizer | None,
              state: dict) -> None:
         """Keep these weights as ``name`` (``best`` or ``last``; ``last`` with the optimiser)."""
+
+    def keep(self, model: TranslationModel, state: dict, count: int) -> None:
+        """Keep these weights as one of the last ``count`` validations' (``state`` has the step)."""
 
     def finished(self, state: TrainState) -> None:
         """Training ended, its last checkpoint saved (also after an error)."""
@@ -93,6 +102,7 @@ class Trainer:
         self.replica = processes.replicate(self.model)  # what the forward pass runs through
         self.callbacks = callbacks
         self.state = state or TrainState()
+        self.state.run_id = self.state.run_id or uuid.uuid4().hex  # runs from before run ids get one
         self.optimizer = optimizer or make_optimizer(model, self.t.lr, device)
         self.precision = resolve(self.t.precision, device, config.model.arch)
         self.scaler = torch.amp.GradScaler(device.type, enabled=needs_loss_scaling(self.precision))
@@ -106,6 +116,8 @@ class Trainer:
         self.steps_taken = 0  # by this trainer, for RELEASE_EVERY
         self.last_valid_step = self.state.step
         self.loss_since_valid: list[float] = []
+        self.grad_norm = 0.0  # the last step's, before clipping
+        self.samples: list[tuple[str, str, str]] = []  # the last validation's first translations
         self.src_lens, self.tgt_lens = data.train_src.lengths(), data.train_tgt.lengths()  # (pairs,), mapped
         self._plan: tuple[int, BatchPlan] | None = None  # the last epoch's, which every step reads
         self.valid = data.valid
@@ -159,6 +171,7 @@ class Trainer:
         self._set_lr(self.state.step + 1)
         self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.t.clip)
+        self.grad_norm = float(norm)
         if not self.scaler.is_enabled() and not math.isfinite(norm):
             self.stop_reason = f"non-finite gradient (loss {loss:.4g}) at step {self.state.step + 1}"
             return None
@@ -269,7 +282,7 @@ class Trainer:
             s.step, s.batch_in_epoch = s.step + 1, s.batch_in_epoch + len(group)
             s.target_tokens, s.sentences = s.target_tokens + tokens, s.sentences + sentences
             s.elapsed, s.step_seconds = s.elapsed + self.step_seconds, s.step_seconds + self.step_seconds
-            self.callbacks.stepped(s, loss, tokens, sentences)
+            self.callbacks.stepped(s, loss, tokens, sentences, self.lr, self.grad_norm)
             epoch_done = s.batch_in_epoch == len(batches)
             if epoch_done:
                 s.epoch, s.batch_in_epoch = s.epoch + 1, 0
@@ -312,6 +325,7 @@ class Trainer:
         mine = translator.translate(self.processes.shard([src for src, _ in subset]), batch_size=128)
         shares = self.processes.gather(mine)
         hyps = [shares[k % len(shares)][k // len(shares)] for k in range(len(subset))]
+        self.samples = [(src, hyp, tgt) for (src, tgt), hyp in zip(subset[:SAMPLES], hyps)]
         return bleu(hyps, [tgt for _, tgt in subset]).score
 
     def validate(self, scheduled: bool) -> dict[str, float]:
@@ -322,8 +336,10 @@ class Trainer:
         """
         s = self.state
         self.last_valid_step = s.step
+        if self.t.keep_checkpoints:
+            self.callbacks.keep(self.model, {"step": s.step, "run_id": s.run_id}, self.t.keep_checkpoints)
         if not self.valid:  # nothing to select on: the newest weights are the best we know
-            self.callbacks.save("best", self.model, None, {"step": s.step})
+            self.callbacks.save("best", self.model, None, {"step": s.step, "run_id": s.run_id})
             self.save_last()
             return {}
         loss, score = self.valid_loss(), self.valid_bleu()
@@ -335,7 +351,7 @@ class Trainer:
                   "train_tokens_per_s": round(s.target_tokens / max(s.step_seconds, 1e-9), 1)}
         log.info("step %d  valid loss %.3f  ppl %.2f  BLEU %.2f  lr %.2g", s.step, loss,
                  record["valid_ppl"], score, self.lr)
-        self.callbacks.validated(s, record)
+        self.callbacks.validated(s, record, self.samples)
         if scheduled:
             self._schedule(loss, score)
         self.save_best_if(score)
@@ -361,7 +377,7 @@ class Trainer:
         s = self.state
         if score >= s.best_bleu:
             s.best_bleu, s.best_bleu_step = score, s.step
-            self.callbacks.save("best", self.model, None, {"step": s.step, "valid_bleu": score})
+            self.callbacks.save("best", self.model, None, {"step": s.step, "valid_bleu": score, "run_id": s.run_id})
 
     def save_last(self) -> None:
         self.state.scaler = self.scaler.state_dict()
