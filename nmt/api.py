@@ -33,6 +33,7 @@ import torch
 from nmt.data.batching import make_batch
 from nmt.data.corpus import normalize
 from nmt.errors import NmtError
+from nmt.inference.ensemble import Ensemble
 from nmt.inference.search import DEFAULT_BATCH, DEFAULT_LENGTH_PENALTY, Hypothesis
 from nmt.inference.settings import check_count, check_search
 from nmt.inference.translate import Translator
@@ -63,17 +64,21 @@ class Translation:
 class Model:
     """A trained run (None: the newest in checkpoints/) loaded for decoding on ``device`` at
     ``precision``, as ``nmt translate``'s flags say them (precision ``auto``, ``fp32``,
-    ``bf16``, ``fp16`` or ``int8``); the settings are checked before the run is looked for."""
+    ``bf16``, ``fp16`` or ``int8``), with the weights called ``weights`` (``best``, ``last``,
+    ``averaged``, ``step-K``); the settings are checked before the run is looked for."""
 
-    def __init__(self, run: str | Path | None = None, device: str = "auto", precision: str = "auto") -> None:
+    def __init__(self, run: str | Path | None = None, device: str = "auto", precision: str = "auto",
+                 weights: str = "best") -> None:
         from nmt.inference.loading import latest_run
         from nmt.inference.quantize import decoding_device, load_for_decoding
         from nmt.runtime.devices import configure_cpu
+        from nmt.runtime.weights import check_name
 
         configure_cpu(0)
         self.device = decoding_device(precision, device)
         self.run = Path(run) if run is not None else latest_run()
-        self._model, self._tokenizer, self.precision = load_for_decoding(self.run, precision, self.device)
+        self.weights = check_name(weights)
+        self._model, self._tokenizer, self.precision = load_for_decoding(self.run, precision, self.device, weights)
         self._lock = threading.Lock()
 
     def translate(self, sources: Iterable[str], beam: int = 1, nbest: int = 1,
@@ -161,6 +166,23 @@ class Model:
         return Translator(use_kernels(self._model, kernels), self._tokenizer, self.device, beam=beam,
                           length_penalty=length_penalty, precision=self.precision)
 
+    @staticmethod
+    def ensemble(members: list[Model], beam: int = 1, length_penalty: float = DEFAULT_LENGTH_PENALTY) -> Translator:
+        """A batch translator that decodes with the mean of ``members``' log-probabilities
+        (:mod:`nmt.inference.ensemble`); they must share one tokenizer, and decode at one
+        precision on one device."""
+        first = members[0]
+        for other in members[1:]:
+            if other._tokenizer.sha256 != first._tokenizer.sha256:
+                raise NmtError(f"{other.run}: not the tokenizer of {first.run} (sha256 "
+                               f"{other._tokenizer.sha256[:12]}… against {first._tokenizer.sha256[:12]}…); "
+                               "the members of an ensemble must share one spm.model")
+            if (other.precision, other.device) != (first.precision, first.device):
+                raise NmtError(f"{other.run} decodes at {other.precision} on {other.device}, {first.run} at "
+                               f"{first.precision} on {first.device}; give --precision and --device")
+        return Translator(Ensemble([m._model for m in members]), first._tokenizer, first.device, beam=beam,
+                          length_penalty=length_penalty, precision=first.precision)
+
     def _translation(self, hyp: Hypothesis, source_ids: list[int], translator: Translator) -> Translation:
         weights = None
         if hyp.attention is not None:
@@ -196,6 +218,8 @@ def _check_text(text: str, name: str) -> None:
                        f"{ascii(text[e.start])} at character {e.start + 1} is not text") from None
 
 
-def load(run: str | Path | None = None, device: str = "auto", precision: str = "auto") -> Model:
-    """Load a run directory for translating and scoring (None: the newest run in checkpoints/)."""
-    return Model(run, device, precision)
+def load(run: str | Path | None = None, device: str = "auto", precision: str = "auto",
+         weights: str = "best") -> Model:
+    """Load a run directory for translating and scoring (None: the newest run in checkpoints/),
+    with its ``best``, ``last``, ``averaged`` or ``step-K`` weights."""
+    return Model(run, device, precision, weights)

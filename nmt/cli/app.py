@@ -14,8 +14,8 @@ from nmt.cli import demo_command, export_command, prepare_command, serve_command
 from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, DedupOpt, MaxLengthRatioOpt, MaxPiecesOpt,
                                   SpmSampleOpt, SrcFileOpt, StrictOpt, TestSizeOpt, TestSrcOpt, TestTgtOpt, TgtFileOpt,
                                   ValidSizeOpt, ValidSrcOpt, ValidTgtOpt, VocabSizeOpt, data_flags)
-from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointOpt, DeviceOpt, EngineOpt, FlagNames, KernelsOpt, Opt,
-                             PenaltyOpt, PrecisionOpt, at_least, check_engine, err, load_translator, open_export, user_errors,
+from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointsOpt, DeviceOpt, EngineOpt, FlagNames, KernelsOpt, Opt,
+                             PenaltyOpt, PrecisionOpt, WeightsOpt, at_least, check_engine, err, load_translator, open_export, user_errors,
                              with_default)
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
 from nmt.config import build_config, load_config_file, read_run_config
@@ -127,6 +127,12 @@ def train(
                                                   rich_help_panel="Optimisation")] = None,
     patience: Annotated[Optional[int], Opt(help=with_default("patience", "Stop after N validations without a "
                                                    "better BLEU (0: never)."), rich_help_panel="Budget")] = None,
+    keep_checkpoints: Annotated[Optional[int], Opt(help=with_default(
+        "keep_checkpoints", "Keep the weights of the last N validations as checkpoints/step-K.safetensors, "
+        "for nmt average and --weights step-K (0: none)."), rich_help_panel="Budget")] = None,
+    tensorboard: Annotated[Optional[bool], Opt("--tensorboard/--no-tensorboard", help=with_default(
+        "tensorboard", "Write TensorBoard event files into RUN/tensorboard/ (pip install -e \".[tensorboard]\")."))
+    ] = None,
     seed: Annotated[Optional[int], Opt(help=with_default("seed", "Random seed."))] = None,
     device: Annotated[Optional[str], Opt(help=with_default("device", "auto, cpu, cuda, cuda:N or mps."))] = None,
     threads: Annotated[Optional[int], Opt(help=with_default("threads", "CPU threads (0: one per core)."))] = None,
@@ -196,7 +202,7 @@ def translate(
     text: Annotated[Optional[list[str]], typer.Argument(help="Sentences to translate, one output line each. "
                                                         "Without TEXT or --input, lines are read from stdin.",
                                                         show_default=False)] = None,
-    checkpoint: CheckpointOpt = None,
+    checkpoint: CheckpointsOpt = None,
     input: Annotated[Optional[Path], Opt("--input", "-i", help="File of sentences, one per line.")] = None,
     output: Annotated[Optional[Path], Opt("--output", "-o", help="Write translations here. \\[default: stdout]")] = None,
     beam: BeamOpt = 1,
@@ -208,6 +214,7 @@ def translate(
     precision: PrecisionOpt = "auto",
     kernels: KernelsOpt = "fast",
     engine: EngineOpt = "nmt",
+    weights: WeightsOpt = "best",
 ) -> None:
     """Translate sentences with a trained run: one output line per input line, in order."""
     from nmt.cli.output import translation_lines
@@ -219,7 +226,7 @@ def translate(
         check_search(beam, length_penalty, 1 if nbest is None else nbest)
         refuse_same_file(output, "--output", [("--input", input)])
         lines = argument_texts(text) if text else input_lines(input)
-        translator = load_translator(checkpoint, device, beam, length_penalty, precision, kernels, engine)
+        translator = load_translator(checkpoint, device, beam, length_penalty, precision, kernels, engine, weights)
         write_output((line for chunk in _chunks(lines)
                        for line in translation_lines(translator, chunk, nbest, json_out, batch_size)), output)
 
@@ -230,7 +237,7 @@ def eval_(
     bleu: Annotated[bool, Opt("--bleu", help="Corpus BLEU (the default metric).")] = False,
     chrf: Annotated[bool, Opt("--chrf", help="chrF2.")] = False,
     ter: Annotated[bool, Opt("--ter", help="TER.")] = False,
-    checkpoint: CheckpointOpt = None,
+    checkpoint: CheckpointsOpt = None,
     src: Annotated[Optional[Path], Opt(help="Source file. \\[default: the run's test.tsv]")] = None,
     ref: Annotated[Optional[list[Path]], Opt(help="Reference file, aligned with --src; repeat for more. "
                                              "An empty line: no reference for that sentence.")] = None,
@@ -245,6 +252,7 @@ def eval_(
     precision: PrecisionOpt = "auto",
     kernels: KernelsOpt = "fast",
     engine: EngineOpt = "nmt",
+    weights: WeightsOpt = "best",
 ) -> None:
     """Score a run with sacrebleu (detokenised output against raw references)."""
     from nmt.cli.output import score_json, score_table
@@ -258,10 +266,12 @@ def eval_(
             raise NmtError("--all-refs is for a run's own test split; with --src, pass each --ref")
         at_least("--batch-size", batch_size)
         check_engine(engine)
+        runs = checkpoint or [latest_run() if engine == "nmt" else None]
         if engine == "nmt":
-            run = test_run = checkpoint or latest_run()
+            run = test_run = runs[0]  # an ensemble is scored on its first run's test split
         else:  # scored on the test split of the run it was exported from
-            run, test_run = checkpoint, open_export(checkpoint).run
+            run = runs[0]
+            test_run = open_export(run).run
             if src is None and not (test_run / "test.tsv").is_file():
                 raise NmtError(f"{run} was exported from {test_run}, which has no test.tsv now; "
                                "give --src and --ref")
@@ -270,11 +280,11 @@ def eval_(
                                                     *run_inputs(test_run)])
         test = file_test_set(src, ref) if src is not None else run_test_set(test_run, all_refs)
         metrics = [m for m, on in (("bleu", bleu), ("chrf", chrf), ("ter", ter)) if on] or ["bleu"]
-        translator = load_translator(run, device, beam, length_penalty, precision, kernels, engine)
+        translator = load_translator(runs, device, beam, length_penalty, precision, kernels, engine, weights)
         hyps, scores = evaluate(translator, test, metrics, batch_size)
         if hyp_out is not None:
             write_output(hyps, hyp_out, "--hyp-out")
-        info = {"run": str(run), "engine": engine, "test_set": test.name, "sentences": len(test.sources),
+        info = {"run": ", ".join(map(str, runs)), "engine": engine, "weights": weights, "test_set": test.name, "sentences": len(test.sources),
                 "references": len(test.refs), "beam": beam, "precision": translator.precision,
                 "length_penalty": length_penalty if beam > 1 else None}
         print_out(score_json(info, scores) if json_out else score_table(info, scores))

@@ -61,6 +61,9 @@ def with_default(key: str, text: str) -> str:
 
 
 CheckpointOpt = Annotated[Optional[Path], Opt(help="Run directory. \\[default: newest in checkpoints/]")]
+CheckpointsOpt = Annotated[Optional[list[Path]], Opt(
+    "--checkpoint", help="Run directory; repeat it for an ensemble (the mean of the runs' log-probabilities; "
+    "their spm.model must be one). \\[default: newest in checkpoints/]")]
 DeviceOpt = Annotated[str, Opt(help="auto, cpu, cuda, cuda:N or mps.")]
 BatchOpt = Annotated[int, Opt(help="Sentences decoded together, at most (a CPU's two workers split a "
                                   "smaller input).")]
@@ -70,26 +73,38 @@ PrecisionOpt = Annotated[str, Opt(help="auto, fp32, bf16, fp16 (CUDA only) or in
                                   "GRUs and linear layers (CPU only). auto: as nmt train's.")]
 KernelsOpt = Annotated[str, Opt(help="fast, or reference: plain PyTorch search without the certified "
                                 "int8 argmax and block-wise top-k (the same output).")]
+WeightsOpt = Annotated[str, Opt(help="The run's weights: best, last, averaged (nmt average) or step-K "
+                                "(--keep-checkpoints).")]
 EngineOpt = Annotated[str, Opt(help="nmt, or ctranslate2: decode a directory made by nmt export (--checkpoint "
                                "DIR) with CTranslate2; --precision then names its compute type.")]
 ENGINES = ("nmt", "ctranslate2")
 
 
-def load_translator(checkpoint: Path | None, device: str, beam: int = 1, length_penalty: float = 0.0,
-                    precision: str = "auto", kernels: str = "fast", engine: str = "nmt") -> Any:
+def load_translator(checkpoint: Path | list[Path] | None, device: str, beam: int = 1, length_penalty: float = 0.0,
+                    precision: str = "auto", kernels: str = "fast", engine: str = "nmt", weights: str = "best") -> Any:
     """A translator (:class:`nmt.inference.translate.SentenceTranslator`) from the decoding
     flags, each checked before the model is looked for: nmt's own of ``checkpoint`` (default:
-    the newest run), loaded as the Python API loads a run (:func:`nmt.api.load`), or
-    CTranslate2's of an exported directory."""
+    the newest run; several: an ensemble, decoding at fp32 unless told otherwise), loaded as
+    the Python API loads a run (:func:`nmt.api.load`), or CTranslate2's of an exported directory."""
+    runs = checkpoint if isinstance(checkpoint, list) else [checkpoint]
+    checkpoint = runs[0] if runs else None
     check_search(beam, length_penalty)
     check_engine(engine)
     if engine == "ctranslate2":
         from nmt.export.engine import CTranslate2Translator
 
+        if len(runs) > 1:
+            raise SettingError("engine", engine, "decodes one model; an ensemble runs on nmt's own engine")
+        if weights != "best":
+            raise SettingError("weights", weights, "chooses a run's weights; an export holds one set: "
+                               "export the ones you want (nmt export --weights)")
         return CTranslate2Translator(open_export(checkpoint), device, precision, beam, length_penalty)
-    from nmt.api import load
+    from nmt.api import Model, load
 
-    model = load(checkpoint, device, precision)
+    if len(runs) > 1:
+        members = [load(run, device, "fp32" if precision == "auto" else precision, weights) for run in runs]
+        return Model.ensemble(members, beam, length_penalty)
+    model = load(checkpoint, device, precision, weights)
     logging.getLogger(__name__).debug("decoding with %s on %s at %s", model.run, model.device, model.precision)
     return model.translator(beam, length_penalty, kernels)
 

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.options import CheckpointOpt, DeviceOpt, Opt, err, user_errors
+from nmt.cli.options import CheckpointOpt, DeviceOpt, Opt, WeightsOpt, err, user_errors
 from nmt.serve.config import ServeConfig
 
 LIMITS = "Limits"
@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
 
 def serve(
     checkpoint: CheckpointOpt = None,
+    weights: WeightsOpt = "best",
     host: Annotated[str, Opt(help="Address to listen on; 0.0.0.0 serves every interface (an explicit "
                                   "choice: anyone who can reach the machine can use it).")] = ServeConfig.host,
     port: Annotated[int, Opt(help="Port; 0 lets the system pick one.")] = ServeConfig.port,
@@ -70,7 +71,7 @@ def serve(
         precision = serving_precision(precision, device)
         sock = bind(config)  # before loading: a port in use should not cost a model load
         try:
-            model = load(checkpoint, device, precision)
+            model = load(checkpoint, device, precision, weights)
             app = create_app(model, config, model_card(model.run))
             if not config.loopback:
                 err.print(f"[bold yellow]warning:[/] serving on {host}: anyone who can reach this machine "

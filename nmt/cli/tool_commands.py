@@ -6,10 +6,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from nmt.cli.options import (BeamOpt, CheckpointOpt, DeviceOpt, Opt, PenaltyOpt, at_least, err,
+from nmt.cli.options import (BeamOpt, CheckpointOpt, DeviceOpt, Opt, PenaltyOpt, WeightsOpt, at_least, err,
                              load_translator, user_errors, with_default)
 from nmt.cli.streams import argument_texts, checked_output, is_stdout, print_out, write_output
 from nmt.config import build_config, load_config_file
+from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 from nmt.inference.settings import check_length_penalty
 
@@ -19,6 +20,43 @@ def register(app: typer.Typer) -> None:
     app.command(name="attn-plot", epilog='Example: nmt attn-plot "Tom chases Jerry." -o attn.png --show')(attn_plot)
     app.command(epilog="Example: nmt info --checkpoint checkpoints/20261130-074100")(info)
     app.command(epilog="Example: nmt bench --pairs 20000 --steps 30 --beam 5 --json-out bench.json")(bench)
+    app.command(epilog="Example: nmt average checkpoints/run --last 5, then nmt eval --weights averaged "
+                       "--checkpoint checkpoints/run")(average)
+
+
+def average(
+    run: Annotated[Path, typer.Argument(help="Run directory trained with --keep-checkpoints.", show_default=False)],
+    last: Annotated[Optional[int], Opt(help="Average the last N kept checkpoints. \\[default: all kept]")] = None,
+    steps: Annotated[Optional[str], Opt(help="Average these kept steps, e.g. 1200,1400,1600.")] = None,
+    output: Annotated[str, Opt("--output", "-o", help="Name of the new weights in the run: "
+                               "RUN/NAME.safetensors, then --weights NAME.")] = "averaged",
+) -> None:
+    """Average the weights a run kept (--keep-checkpoints) element by element into another
+    weights file of the run, for translate, eval, serve and attn-plot (--weights NAME)."""
+    from nmt.tools.average import average as write_average
+    from nmt.tools.average import choose_steps
+
+    with user_errors():
+        if last is not None and steps is not None:
+            raise NmtError("give --last or --steps, not both")
+        if last is not None:
+            at_least("--last", last, 2)
+        chosen = choose_steps(run, _steps(steps), last)
+        path = write_average(run, chosen, output)
+        err.print(f"averaged steps {', '.join(map(str, chosen))} into [bold]{path}[/]; use it with "
+                  f"--weights {output}", highlight=False)
+
+
+def _steps(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        steps = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise NmtError(f"--steps {text}: must be step numbers separated by commas, e.g. 1200,1400") from None
+    if not steps:
+        raise NmtError("--steps: give at least two step numbers")
+    return steps
 
 
 def attn_plot(
@@ -33,6 +71,7 @@ def attn_plot(
     beam: BeamOpt = 1,
     length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
     device: DeviceOpt = "auto",
+    weights: WeightsOpt = "best",
 ) -> None:
     """Draw the attention weights of each decoded translation as a heatmap."""
     from nmt.cli.display import attention_table
@@ -43,7 +82,7 @@ def attn_plot(
         figure_format(output)
         check_panels(len(text))
         view = AttentionView.from_flags(kind, layer, head)
-        translator = load_translator(checkpoint, device, beam, length_penalty)
+        translator = load_translator(checkpoint, device, beam, length_penalty, weights=weights)
         lines = argument_texts(text)
         panels = attention_panels(translator, lines, view)
         per_sentence = len(panels) // len(lines)
@@ -113,7 +152,7 @@ def bench(
 
     from nmt.cli.output import bench_table
     from nmt.config import read_run_config
-    from nmt.inference.loading import weights_file
+    from nmt.runtime.weights import weights_path
     from nmt.inference.quantize import decoding_device
     from nmt.tools.bench import run_bench, translation_run
 
@@ -141,7 +180,7 @@ def bench(
             err.print("no trained run in checkpoints/: skipping the translation phases")
         else:  # a broken run fails now, not after the training phase
             read_run_config(run / "config.yaml")
-            weights_file(run)
+            weights_path(run)
         result = run_bench(cfg, pairs, steps, warmup, run, sentences, beam, translate_batch, decode_at,
                            decode_on, length_penalty)
         record = dataclasses.asdict(result) | {"translation_run": str(run) if run else None}
