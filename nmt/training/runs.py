@@ -35,6 +35,7 @@ from nmt.training import distributed
 from nmt.training.distributed import Processes
 from nmt.training.run_writer import RunWriter
 from nmt.training.state import TrainState, trim_metrics
+from nmt.training.tensorboard import require_tensorboard
 from nmt.training.trainer import TrainCallbacks, Trainer, make_optimizer
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,8 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
     with distributed.joined(config.train.device) as processes, ExitStack() as held:
         configure_cpu(config.train.threads, processes.local_world)
         resolve(config.train.precision, processes.device)  # one the device lacks fails before any work
+        if config.train.tensorboard:
+            require_tensorboard()  # so does a missing package
         run_dir = processes.broadcast(run_dir)
         with distributed.leading(processes):
             if processes.is_main:
@@ -190,7 +193,7 @@ def _check_data(config: RunConfig, run_dir: Path, strict: bool, tokenizer: Token
 def _train(config: RunConfig, model: TranslationModel, data: RunData, run_dir: Path, processes: Processes,
            state: TrainState | None = None, optimizer: torch.optim.Optimizer | None = None) -> TrainState:
     """Train with rank 0 writing the run (the others silent); then write its summary."""
-    callbacks = RunWriter(run_dir) if processes.is_main else TrainCallbacks()
+    callbacks = RunWriter(run_dir, config.train.tensorboard) if processes.is_main else TrainCallbacks()
     trainer = Trainer(config, model, data, processes.device, callbacks, state, optimizer, processes)
     if trainer.state.batch_in_epoch >= len(trainer.batches_of_epoch(trainer.state.epoch)):
         raise NmtError(f"{run_dir / 'last.safetensors'}: its training state does not fit the run's data")
