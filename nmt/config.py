@@ -132,6 +132,7 @@ class TrainConfig:
     patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
     keep_checkpoints: int = 0  # weights of the last N validations kept as checkpoints/step-K.safetensors
     tensorboard: bool = False  # TensorBoard event files in RUN/tensorboard/ (nmt/training/tensorboard.py)
+    init_from: str | None = None  # the run whose weights, tokenizer and model this one started from
     seed: int = 1
     device: str = "auto"
     threads: int = 0  # 0 = one per CPU core

@@ -18,7 +18,7 @@ from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointsOpt, DeviceOpt, Engin
                              PenaltyOpt, PrecisionOpt, WeightsOpt, at_least, check_engine, err, load_translator, open_export, user_errors,
                              with_default)
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
-from nmt.config import build_config, load_config_file, read_run_config
+from nmt.config import RunConfig, build_config, load_config_file, read_run_config
 from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_BATCH, DEFAULT_LENGTH_PENALTY
 from nmt.inference.settings import check_search
@@ -154,6 +154,9 @@ def train(
     run_dir: Annotated[Optional[Path], Opt(help="Run directory. \\[default: checkpoints/<timestamp>]")] = None,
     resume: Annotated[Optional[Path], Opt(help="Continue this run from its last checkpoint; only "
                                           "--epochs/--max-steps/--max-minutes may change.")] = None,
+    init_from: Annotated[Optional[Path], Opt(help="Fine-tune: a new run that starts from this run's best weights, "
+                                             "tokenizer and model, with a fresh optimiser and schedule, on the data, "
+                                             "budget and learning rate given (model flags are refused).")] = None,
     config: Annotated[Optional[Path], Opt(help="YAML file with any of these options; flags win.")] = None,
 ) -> None:
     """Train a GRU encoder-decoder with attention, or a Transformer, on a parallel corpus.
@@ -162,7 +165,8 @@ def train(
     with _ for -); the resolved configuration is saved as config.yaml in the run directory.
     """
     flags = {k: v for k, v in locals().items()
-             if v is not None and k not in ("config", "run_dir", "strict", "resume", "nproc", "oversubscribe")}
+             if v is not None and k not in ("config", "run_dir", "strict", "resume", "init_from", "nproc",
+                                            "oversubscribe")}
     from nmt.training import distributed
     from nmt.training.runs import new_run_dir, resume_run, train_new_run
 
@@ -171,16 +175,18 @@ def train(
         at_least("--nproc", nproc)
         if nproc > 1 and not distributed.launched():
             # a bad flag fails here, once, not in every process
-            cfg = (build_config(load_config_file(config) if config else {}, flags) if resume is None
+            cfg = (_new_config(config, flags, init_from) if resume is None
                    else read_run_config(resume / "config.yaml"))
             check_process_count(nproc, flags.get("device", cfg.train.device), oversubscribe)
             raise typer.Exit(launch(nproc, without_flag(sys.argv[1:], "--nproc")))
         if resume is not None:
+            if init_from is not None:
+                raise NmtError("--init-from starts a new run; --resume continues one: give one of them")
             given = {"config": config, "run_dir": run_dir}
             run = resume
             state = resume_run(resume, flags | {k: v for k, v in given.items() if v}, strict)
         else:
-            cfg = build_config(load_config_file(config) if config else {}, flags)
+            cfg = _new_config(config, flags, init_from)
             run = run_dir or new_run_dir()
             state = train_new_run(cfg, run, strict)
         best = f"{state.best_bleu:.2f}" if state.best_bleu >= 0 else "none yet (stopped before validating)"
@@ -188,6 +194,21 @@ def train(
             return  # rank 0 reports
         err.print(f"run saved in [bold]{run}[/]: {state.step} steps, best validation BLEU {best}",
                   highlight=False)
+
+
+def _new_config(config: Path | None, flags: dict, init_from: Path | None) -> RunConfig:
+    """A new run's config from its --config file and flags; with --init-from, the parent's
+    model (its architecture's training defaults too), any model setting given refused."""
+    file_options = load_config_file(config) if config else {}
+    if init_from is None and file_options.get("init_from"):
+        init_from = Path(file_options.pop("init_from"))
+    if init_from is None:
+        return build_config(file_options, flags)
+    from nmt.training import finetune
+
+    parent = finetune.parent_config(init_from)
+    finetune.check_model_not_given({**file_options, **flags}, init_from)
+    return finetune.fine_tuned(build_config(file_options, flags | {"arch": parent.model.arch}), parent, init_from)
 
 
 def _chunks(lines: list[str], size: int = 10_000) -> Iterator[list[str]]:

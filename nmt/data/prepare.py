@@ -29,7 +29,7 @@ from nmt.data.sources import absolute_sources, corpus_weights, source_paths
 from nmt.data.store import TokenStore
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError, SettingError, SettingMessage, shown
-from nmt.runtime.fileio import atomic_write_lines
+from nmt.runtime.fileio import atomic_path, atomic_write_lines
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +66,12 @@ class RunData:
 # --- the passes -----------------------------------------------------------------------
 
 def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, corpus_limit: int | None = None,
-                     tokenizer: Tokenizer | None = None) -> RunData:
+                     tokenizer: Tokenizer | None = None, cut_with: Tokenizer | None = None) -> RunData:
     """Read and split the corpora, train the tokenizer, encode the training pairs, and write
     it all into ``directory`` (the files of the module's docstring). With ``tokenizer``, the
     directory's own (a run an older nmt prepared without data.json), its held-out files are
-    checked, not written, and only the encoded pairs and data.json are added."""
+    checked, not written, and only the encoded pairs and data.json are added. With
+    ``cut_with`` (a fine-tuned run's parent's), that tokenizer is copied in instead of trained."""
     laps = _Laps()
     with kept_pairs(cfg, directory, strict, corpus_limit) as kept:
         name = " + ".join(report.path for report in kept.reports)
@@ -87,8 +88,8 @@ def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, cor
             raise NmtError(f"{name}: no training pairs left after the held-out split")
         if tokenizer is None:
             _write_held_out(directory, valid, test)
-            tokenizer = _train_tokenizer(cfg, sample, directory)
-            laps.done("trained SentencePiece")
+            tokenizer = _copy_tokenizer(cut_with, directory) if cut_with else _train_tokenizer(cfg, sample, directory)
+            laps.done("copied the tokenizer" if cut_with else "trained SentencePiece")
         else:  # a run prepared by an nmt before data.json: its split must come out the same
             _check_same_split(directory, valid, test, name)
         del sample
@@ -162,6 +163,12 @@ def _check_same_split(directory: Path, valid: list[tuple[str, str]], test: list[
         if read_pairs(directory / name) != pairs:
             raise NmtError(f"{source}: not the data this run started with (its held-out {name} differs); "
                            "resume with the original corpus and held-out files")
+
+
+def _copy_tokenizer(tokenizer: Tokenizer, directory: Path) -> Tokenizer:
+    with atomic_path(directory / "spm.model") as tmp:
+        shutil.copyfile(tokenizer.model_path, tmp)
+    return Tokenizer(directory / "spm.model")
 
 
 def _train_tokenizer(cfg: DataConfig, sample: Reservoir, directory: Path) -> Tokenizer:

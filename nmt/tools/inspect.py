@@ -38,6 +38,15 @@ def _summary(path: Path) -> dict[str, Any]:
     return summary
 
 
+def _parent(config: RunConfig, summary: dict) -> str:
+    """A fine-tuned run's parent, its tokenizer's hash (checked when the run started), and the
+    tokens of the new data it had no row for."""
+    unknown = (summary.get("init_from") or {}).get("unknown_tokens") or {}
+    rows = (f"; new-data tokens without a row (read as <unk>): {unknown.get('source', 0):,} source, "
+            f"{unknown.get('target', 0):,} target" if unknown else "")
+    return f"{config.train.init_from} (tokenizer sha256 {config.model.tokenizer_sha256[:12]}…, checked){rows}"
+
+
 def _held_out(run_dir: Path, config: RunConfig, part: str, summary: dict[str, Any]) -> str:
     """Where a run's validation or test set came from, its size, and how many of its sources
     training also had (known once a training session has ended)."""
@@ -176,8 +185,10 @@ def model_card(run_dir: Path) -> dict[str, Any]:
     m = config.model
     records = read_metrics(run_dir / "metrics.jsonl")
     best = max(records, key=lambda r: r["valid_bleu"]) if records else {}
+    parent = {"fine-tuned from": _parent(config, summary)} if config.train.init_from else {}
     return {
         "run": str(run_dir),
+        **parent,
         "architecture": describe(m),
         "sizes": ({"layers": m.layers, "d_model": m.hidden_size, "heads": m.heads, "feed-forward": m.ff_size}
                   if m.arch == "transformer" else

@@ -31,7 +31,7 @@ from nmt.runtime.devices import configure_cpu, describe
 from nmt.runtime.fileio import atomic_path, atomic_write_text
 from nmt.runtime.lock import LOCK_FILE, run_lock
 from nmt.runtime.precision import resolve
-from nmt.training import distributed
+from nmt.training import distributed, finetune
 from nmt.training.distributed import Processes
 from nmt.training.run_writer import RunWriter
 from nmt.training.state import TrainState, trim_metrics
@@ -99,11 +99,16 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
         if not processes.is_main:
             config, data = _follow_new_run(run_dir, processes.rank)
         torch.manual_seed(config.train.seed)
-        model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(processes.device)
+        if config.train.init_from:  # fine-tuning: the parent's weights, as they are
+            model = finetune.parent_model(Path(config.train.init_from), processes.device)
+            unknown = finetune.report_unknown(data, model) if processes.is_main else {}
+        else:
+            model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(processes.device)
+            unknown = None
         log.info("run %s: %d parameters, vocabulary %d: %d pieces in sources, %d in targets", run_dir,
                  count_parameters(model), config.model.vocab, config.model.source_pieces,
                  config.model.target_pieces)
-        return _train(config, model, data, run_dir, processes)
+        return _train(config, model, data, run_dir, processes, unknown=unknown)
 
 
 def _set_up_new_run(config: RunConfig, run_dir: Path, strict: bool, held: ExitStack) -> tuple[RunConfig, RunData]:
@@ -112,16 +117,22 @@ def _set_up_new_run(config: RunConfig, run_dir: Path, strict: bool, held: ExitSt
     lock_existed = (run_dir / LOCK_FILE).exists()
     held.enter_context(run_lock(run_dir))
     _check_empty(run_dir, lock_existed)
+    parent = Path(config.train.init_from) if config.train.init_from else None
     with _set_up(run_dir, created):
+        cut_with = finetune.parent_tokenizer(parent, finetune.parent_config(parent)) if parent else None
         if config.data.data is not None:  # prepared once (nmt prepare), opened by every run
             config = dataclasses.replace(config, data=adopt_prepared(config.data))
             data = open_run_data(Path(config.data.data))
+            if cut_with is not None:
+                finetune.check_prepared_tokenizer(data.tokenizer, config, Path(config.data.data))
             for name in ("spm.model", "valid.tsv", "test.tsv"):  # what translating and scoring the run read
                 with atomic_path(run_dir / name) as tmp:
                     shutil.copyfile(Path(config.data.data) / name, tmp)
         else:
-            data = prepare_run_data(config.data, run_dir, strict)
-        config = data.sized(config).replace(**absolute_sources(config.data))
+            data = prepare_run_data(config.data, run_dir, strict, cut_with=cut_with)
+        if cut_with is None:  # a fine-tuned run keeps its parent's model and rows
+            config = data.sized(config)
+        config = config.replace(**absolute_sources(config.data))
         save_config(config, run_dir / "config.yaml")
     return config, data
 
@@ -191,7 +202,8 @@ def _check_data(config: RunConfig, run_dir: Path, strict: bool, tokenizer: Token
 
 
 def _train(config: RunConfig, model: TranslationModel, data: RunData, run_dir: Path, processes: Processes,
-           state: TrainState | None = None, optimizer: torch.optim.Optimizer | None = None) -> TrainState:
+           state: TrainState | None = None, optimizer: torch.optim.Optimizer | None = None,
+           unknown: dict[str, int] | None = None) -> TrainState:
     """Train with rank 0 writing the run (the others silent); then write its summary."""
     callbacks = RunWriter(run_dir, config.train.tensorboard) if processes.is_main else TrainCallbacks()
     trainer = Trainer(config, model, data, processes.device, callbacks, state, optimizer, processes)
@@ -201,13 +213,14 @@ def _train(config: RunConfig, model: TranslationModel, data: RunData, run_dir: P
     start = time.time()
     state = trainer.run()
     if processes.is_main:
-        write_summary(run_dir, config, data, trainer, processes.device, time.time() - start)
+        write_summary(run_dir, config, data, trainer, processes.device, time.time() - start, unknown)
     return state
 
 
 def write_summary(run_dir: Path, config: RunConfig, data: RunData, trainer: Trainer,
-                  device: torch.device, wall_s: float) -> None:
-    """run.json: what a model card needs, beside the checkpoints."""
+                  device: torch.device, wall_s: float, unknown: dict[str, int] | None = None) -> None:
+    """run.json: what a model card needs, beside the checkpoints (and a fine-tuned run's
+    parent, with the tokens of its new data that the parent had no row for)."""
     s, m = trainer.state, data.manifest
     summary = {
         "nmt_version": __version__, "corpus": m.corpus,
@@ -223,4 +236,8 @@ def write_summary(run_dir: Path, config: RunConfig, data: RunData, trainer: Trai
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "sentencepiece": sentencepiece.__version__, "sacrebleu": sacrebleu.__version__},
     }
+    if config.train.init_from:
+        summary["init_from"] = {"run": config.train.init_from, "unknown_tokens": unknown}
+        if unknown is None and (run_dir / "run.json").is_file():  # a resume keeps the first count
+            summary["init_from"] = json.loads((run_dir / "run.json").read_text()).get("init_from", summary["init_from"])
     atomic_write_text(run_dir / "run.json", json.dumps(summary, indent=2) + "\n")
