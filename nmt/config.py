@@ -100,11 +100,13 @@ class ModelConfig:
     tokenizer_sha256: str = ""  # of the run's spm.model, checked on every load; set by nmt train
 
 
+# Settings whose value is one of a few words; a word's hyphens and underscores are one
+CHOICES = ("decoder", "arch", "norm", "attention", "kernels", "schedule", "precision")
+
 # Model settings with no flag of their own: YAML-only, or set by nmt train from the data
 NO_FLAG = ("init_range", "vocab", "source_pieces", "target_pieces", "tokenizer_sha256", "data_sha256")
 
 DEFAULT_EPOCHS = 10
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # what each means: nmt/runtime/precision.py
 
 # Where a transformer's defaults differ from the GRU's; chosen by measurement (docs/choices.md).
 ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -165,6 +167,8 @@ class RunConfig:
         """Return a copy with flat keys (``hidden_size=512``) replaced, validated."""
         sections = {s: {} for s in _SECTIONS}
         for key, value in flat.items():
+            if key in CHOICES and isinstance(value, str):  # input-feeding, as the CLI spells words
+                value = value.replace("-", "_")
             sections[_section_of(key)][key] = value
         new = RunConfig(**{s: dataclasses.replace(getattr(self, s), **kw)
                            for s, kw in sections.items()})
@@ -241,6 +245,8 @@ class RunConfig:
         _check(0 <= t.label_smoothing < 1, "label_smoothing", t.label_smoothing, "must be in [0, 1)")
         _choice(t, "kernels", ("fast", "reference"))
         _choice(t, "schedule", ("plateau", "noam"))
+        from nmt.runtime.precision import PRECISIONS  # here: config itself needs no torch
+
         _choice(t, "precision", PRECISIONS)
 
 
@@ -289,7 +295,13 @@ def _at_least(section: Any, name: str, minimum: int) -> None:
 
 def _choice(section: Any, name: str, choices: tuple[str, ...]) -> None:
     value = getattr(section, name)
-    _check(value in choices, name, shown(value), f"must be {', '.join(choices[:-1])} or {choices[-1]}")
+    spelled = [spelling(c) for c in choices]
+    _check(value in choices, name, shown(value), f"must be {', '.join(spelled[:-1])} or {spelled[-1]}")
+
+
+def spelling(value: Any) -> Any:
+    """A choice as the CLI spells it (input-feeding); configs take either spelling."""
+    return value.replace("_", "-") if isinstance(value, str) else value
 
 
 def _section_of(key: str) -> str:

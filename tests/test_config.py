@@ -25,8 +25,11 @@ def test_invalid_values_are_rejected():
         build_config({}, {"corpus": "a", "src_file": "b", "tgt_file": "c"})
     with pytest.raises(ConfigError, match="^hidden_size 7: a bidirectional encoder needs an even size"):
         build_config({}, {"hidden_size": 7})
-    with pytest.raises(ConfigError, match="^decoder 'luong': must be input_feeding or bahdanau"):
+    with pytest.raises(ConfigError, match="^decoder 'luong': must be input-feeding or bahdanau"):
         build_config({"decoder": "luong"}, {})
+    # a choice takes the CLI's hyphens or the config's underscores, and is stored one way
+    assert build_config({}, {"decoder": "input-feeding"}).model.decoder == "input_feeding"
+    assert build_config({"decoder": "input_feeding"}, {}).model.decoder == "input_feeding"
     with pytest.raises(ConfigError, match=r"^init_range 1000: must be in \[0, 1\]"):
         build_config({"init_range": 1000}, {})
 

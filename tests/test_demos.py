@@ -5,7 +5,8 @@ import torch
 from conftest import nmt
 
 from nmt.demos import bahdanau, multihead, pooling, positions, scoring
-from nmt.demos.gallery import DemoOptions, demos
+from nmt.demos.gallery import demos
+from nmt.demos.outcome import DemoOptions
 from nmt.models.transformer.positional import sinusoids
 
 

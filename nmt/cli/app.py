@@ -83,7 +83,7 @@ def train(
                                                  rich_help_panel="Model")] = None,
     dropout: Annotated[Optional[float], Opt(help=with_default("dropout", "Dropout probability."),
                                             rich_help_panel="Model")] = None,
-    decoder: Annotated[Optional[str], Opt(help=with_default("decoder", "input_feeding (Luong et al., OpenNMT-py's) "
+    decoder: Annotated[Optional[str], Opt(help=with_default("decoder", "input-feeding (Luong et al., OpenNMT-py's) "
                                                   "or bahdanau (d2l.ai's)."), rich_help_panel="Model")] = None,
     attention: Annotated[Optional[str], Opt(help=with_default("attention", "Scoring: additive (Bahdanau's) or dot "
                                                     "(scaled dot product)."), rich_help_panel="Model")] = None,

@@ -33,7 +33,8 @@ def demo(
 ) -> None:
     """Run the d2l.ai attention chapter's experiments on nmt's own modules: each writes a
     figure and prints the numbers to notice."""
-    from nmt.demos.gallery import DemoOptions, demos
+    from nmt.demos.gallery import demos
+    from nmt.demos.outcome import DemoOptions
     from nmt.report.panels import plot_panels
     from nmt.report.progress import CountProgress
 

@@ -31,6 +31,11 @@ def key_value_table(title: str, rows: list[tuple[str, Any]]) -> Table:
     table.add_column()
     for key, value in rows:
         if isinstance(value, dict):
-            value = ", ".join(f"{k} {v}" for k, v in value.items())
-        table.add_row(key, str(value))
+            value = ", ".join(f"{k} {_number(v)}" for k, v in value.items())
+        table.add_row(key, str(_number(value)))
     return table
+
+
+def _number(value: Any) -> Any:
+    """Counts with thousands separators (5,274,485), as every other figure nmt prints."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else value

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from nmt.config import NO_FLAG, arch_defaults_of, default_of
+from nmt.config import CHOICES, NO_FLAG, arch_defaults_of, default_of, spelling
 from nmt.errors import NmtError, SettingError, SettingMessage
 from nmt.inference.settings import check_search
 
@@ -57,7 +57,7 @@ def at_least(name: str, value: int, minimum: int = 1) -> None:
 
 def with_default(key: str, text: str) -> str:
     others = "".join(f"; {arch}: {value}" for arch, value in arch_defaults_of(key).items())
-    return f"{text} \\[default: {default_of(key)}{others}]"
+    return f"{text} \\[default: {spelling(default_of(key)) if key in CHOICES else default_of(key)}{others}]"
 
 
 CheckpointOpt = Annotated[Optional[Path], Opt(help="Run directory. \\[default: newest in checkpoints/]")]

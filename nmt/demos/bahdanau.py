@@ -9,7 +9,7 @@ import torch
 from nmt.api import load
 from nmt.data.batching import make_batch
 from nmt.data.tokenizer import BOS_ID, EOS_ID
-from nmt.demos.gallery import DemoOptions, Outcome
+from nmt.demos.outcome import DemoOptions, Outcome
 from nmt.errors import NmtError
 from nmt.inference.translate import Translator
 from nmt.report.panels import Curves, Heatmap, Series

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nmt.demos.gallery import DemoOptions, Outcome
+from nmt.demos.outcome import DemoOptions, Outcome
 from nmt.models.masks import lengths_to_mask
 from nmt.models.transformer.multihead import MultiHeadAttention
 from nmt.models.transformer.positional import sinusoids

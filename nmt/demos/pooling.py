@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from nmt.demos.gallery import DemoOptions, Outcome
+from nmt.demos.outcome import DemoOptions, Outcome
 from nmt.errors import SettingMessage
 from nmt.report.panels import Curves, Heatmap, Series
 

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from nmt.demos.gallery import DemoOptions, Outcome
+from nmt.demos.outcome import DemoOptions, Outcome
 from nmt.models.transformer.positional import sinusoids
 from nmt.report.panels import Curves, Heatmap, Series
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nmt.demos.gallery import DemoOptions, Outcome
+from nmt.demos.outcome import DemoOptions, Outcome
 from nmt.models.attention import AdditiveAttention, DotProductAttention, masked_softmax
 from nmt.models.masks import lengths_to_mask
 from nmt.report.panels import Heatmap

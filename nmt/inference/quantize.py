@@ -43,7 +43,7 @@ def quantize_int8(model: TranslationModel) -> TranslationModel:
     layers; an error if it has none (int8 would then be float32 under another name)."""
     names = quantizable(model)
     if not names:
-        raise NmtError(f"int8: {type(model).__name__} has no GRU or linear layer to quantize")
+        raise NmtError("int8: this model has no GRU or linear layer to quantize")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch.ao's deprecation notice: 2.13 still ships it
         try:

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import PRECISIONS
 from nmt.errors import SettingError
 
 log = logging.getLogger(__name__)
 
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")  # the precision setting's values, as this module means them
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 _NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # as Linux names them in /proc/cpuinfo
 CPU_BF16_ARCHS = ("transformer",)  # where auto picks bf16 on a CPU that has it
