@@ -46,7 +46,7 @@ def _main(
     if environment_rank():  # a worker of several: rank 0 alone reports progress
         level = max(level, logging.WARNING)
     handler = RichHandler(console=err, show_path=False)
-    handler.addFilter(FlagNames())
+    handler.setFormatter(FlagNames("%(message)s", datefmt="[%X]"))
     logging.basicConfig(level=level, format="%(message)s", datefmt="[%X]", force=True, handlers=[handler])
 
 

@@ -3,6 +3,7 @@ help texts that show the config's defaults, the decoding options' types, and loa
 translator from them."""
 from __future__ import annotations
 
+import copy
 import logging
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,13 +42,16 @@ def flag(setting: str) -> str:
     return setting if setting in NO_FLAG else "--" + setting.replace("_", "-")
 
 
-class FlagNames(logging.Filter):
-    """A warning about a setting (:class:`nmt.errors.SettingMessage`) names it by its flag."""
+class FlagNames(logging.Formatter):
+    """A warning about a setting (:class:`nmt.errors.SettingMessage`) names it by its flag, on
+    the terminal's handler alone: the record itself is left as it was for any other handler
+    (a filter that rewrote it changed what every later handler saw)."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
+    def format(self, record: logging.LogRecord) -> str:
         if isinstance(record.msg, SettingMessage):
+            record = copy.copy(record)
             record.msg, record.args = record.msg.render(flag), ()
-        return True
+        return super().format(record)
 
 
 def at_least(name: str, value: int, minimum: int = 1) -> None:

@@ -2,7 +2,7 @@
 
 Search, the loss, inspection, plotting and quantization use only this, so a second family
 (the Transformer) plugs in beside the GRU seq2seq (:class:`nmt.models.rnn.seq2seq.Seq2Seq`) without them
-changing. ``tests/test_search.py`` runs greedy and beam search over a fake model that
+changing. ``tests/inference/test_search.py`` runs greedy and beam search over a fake model that
 implements nothing else.
 
 Positions and ids: a model scores ``outputs`` logit positions, which need not be the

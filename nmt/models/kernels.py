@@ -15,7 +15,7 @@
 ``reference`` runs the same model as plain PyTorch: ``nn.GRU`` (the decoder steps it once per
 target position, as decoding does), ``torch.tanh``, ``F.cross_entropy`` over the generator's
 logits, ``max``/``topk``, all under autograd. Both train to the same weights up to float32
-rounding and decode the same output (``tests/test_kernels.py``); the reference is what a
+rounding and decode the same output (``tests/models/test_kernels.py``); the reference is what a
 change to a fast path is checked against.
 """
 from __future__ import annotations

@@ -114,7 +114,7 @@ AXES = {"cross": ("generated pieces", "source pieces"), "encoder": ("source piec
 class AttentionMaps:
     """Every attention's weights while the model reads ``source`` and one of its translations,
     ``text``: the teacher-forced pass over the hypothesis's pieces, which gives the weights
-    decoding used (the same states: tests/test_transformer.py).
+    decoding used (the same states: tests/models/test_transformer.py).
 
     ``weights`` by kind (a key of :data:`KINDS` the model has): (layers, heads, queries, keys),
     float32 on the CPU; ``pieces`` by kind: the (queries, keys) pieces, readable, with ``<s>``

@@ -24,6 +24,8 @@ from nmt.serve.config import ServeConfig
 from nmt.serve.server import bind, url, uvicorn_config
 from nmt.tools.inspect import model_card
 
+pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
+
 SENTENCES = ["Tom sees the cat.", "", "Mary likes the big dog today."]
 
 

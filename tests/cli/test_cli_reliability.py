@@ -13,6 +13,8 @@ from conftest import ROOT, TINY, make_pairs, nmt
 
 from nmt.runtime import checkpoint
 
+pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
+
 
 def _start_training(corpus, run, log, *extra):
     return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "train", "--corpus", str(corpus),

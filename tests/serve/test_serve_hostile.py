@@ -13,6 +13,8 @@ from urllib.parse import urlsplit
 import pytest
 from test_serve import call, models, service  # noqa: F401 (models: the fixture)
 
+pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
+
 HOST = b"Host: localhost\r\n"
 
 

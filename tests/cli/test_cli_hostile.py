@@ -19,6 +19,8 @@ from nmt.errors import NmtError
 from nmt.runtime import checkpoint
 from nmt.training.runs import resume_run
 
+pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
+
 
 def _copy(run, tmp_path, name="run"):
     shutil.copytree(run, tmp_path / name)

@@ -15,9 +15,9 @@ from conftest import ROOT
 
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not (CHROMIUM and DRIVER),
-    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; .ci/run does)")
+    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; .ci/run does)")]
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402

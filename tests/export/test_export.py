@@ -18,6 +18,8 @@ from nmt.export.engine import CTranslate2Translator
 from nmt.export.exported import open_exported
 from nmt.inference.search import DEFAULT_LENGTH_PENALTY
 
+pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
+
 # post-norm with its own output layer (the default); pre-norm with the output layer tied to
 # the decoder's embedding
 VARIANTS = {"post-norm": [], "pre-norm-tied": ["--norm", "pre", "--tie-embeddings"]}

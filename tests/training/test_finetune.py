@@ -11,6 +11,8 @@ import pytest
 
 from conftest import EN_FR, clean_error, make_pairs, nmt, write_tsv
 
+pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
+
 RUN = ["--device", "cpu", "--precision", "fp32", "--batch-size", "16", "--valid-size", "20", "--test-size", "40",
        "--valid-bleu-size", "20", "--valid-every", "100", "--lr", "0.005"]
 MODEL = ["--embed-size", "32", "--hidden-size", "48", "--layers", "1", "--vocab-size", "80"]

@@ -17,6 +17,8 @@ from test_train import _config
 from nmt.training.distributed import Processes
 from nmt.training.launch import without_flag
 
+pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
+
 # 8 sentences a batch: 4 a rank; no dropout, so one rank and two see the same computation
 ARGS = [*[a if a != "4" else "8" for a in TINY], "--dropout", "0"]
 

@@ -10,6 +10,8 @@ import time
 import pytest
 from conftest import ROOT, TINY, clean_error, make_pairs, nmt
 
+pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
+
 
 # --- config files -----------------------------------------------------------------------
 
