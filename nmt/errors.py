@@ -60,3 +60,8 @@ class SettingError(NmtError):
     def render(self, name_of: Callable[[str], str]) -> str:
         """The message with every setting named by ``name_of``."""
         return self.message.render(name_of)
+
+
+class ConfigError(SettingError):
+    """A config file or option has an unknown key or an invalid value (``setting`` None: a
+    message about no one setting)."""
