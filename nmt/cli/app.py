@@ -131,7 +131,7 @@ def train(
         "keep_checkpoints", "Keep the weights of the last N validations as checkpoints/step-K.safetensors, "
         "for nmt average and --weights step-K (0: none)."), rich_help_panel="Budget")] = None,
     tensorboard: Annotated[Optional[bool], Opt("--tensorboard/--no-tensorboard", help=with_default(
-        "tensorboard", "Write TensorBoard event files into RUN/tensorboard/ (pip install -e \".[tensorboard]\")."))
+        "tensorboard", "Write TensorBoard event files into RUN/tensorboard/ (pip install -e \".\\[tensorboard]\")."))
     ] = None,
     seed: Annotated[Optional[int], Opt(help=with_default("seed", "Random seed."))] = None,
     device: Annotated[Optional[str], Opt(help=with_default("device", "auto, cpu, cuda, cuda:N or mps."))] = None,

@@ -167,3 +167,15 @@ def test_version_and_help():
     for command in ("train", "translate", "eval", "attn-plot", "info"):
         result = nmt(command, "--help")
         assert result.returncode == 0 and "Example" in result.stdout
+
+
+def test_no_help_text_is_eaten_as_markup():
+    """Rich renders help as markup: an unescaped ``[tensorboard]`` vanished from the help."""
+    import typer.main
+    from rich.text import Text
+
+    from nmt.cli.app import app
+    group = typer.main.get_command(app)
+    for name, command in group.commands.items():
+        for text in [command.help or "", *(getattr(p, "help", None) or "" for p in command.params)]:
+            assert Text.from_markup(text).plain == text.replace("\\[", "["), (name, text)
