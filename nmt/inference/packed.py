@@ -2,9 +2,8 @@
 
 ``F.linear`` on bfloat16 weights reorders each weight into oneDNN's blocked layout at every
 call. A decoding step calls some 25 linear layers on a few rows each, so the reorder costs
-more than the product: packed once, a 16-row 256 -> 1,024 product took 28 us instead of
-46 us, and with the feed-forward's ReLU fused into it 33 us instead of 57 us, with the same
-outputs (``benchmarks/decoding_kernels.py``; docs/performance.md, "Packed weights").
+more than the product: packed once, with the feed-forward's ReLU fused into it, a 16-row
+256 -> 1,024 product took 33 us instead of 57 us, with the same outputs (``benchmarks/decoding_kernels.py``; docs/performance.md, "Packed weights").
 Decoding only: the packed copy is neither trained nor saved.
 """
 from __future__ import annotations

@@ -84,7 +84,7 @@ def attend(queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask
     weights are not needed, on a device of :data:`FUSED_DEVICES`, or in search in bf16 on CPU
     (:func:`_float32_search`) for one query per sentence and head. Beam search's
     encoder-decoder attention asks with a query per beam, and there the CPU's fused kernel
-    ran 2-4 times slower than the explicit products (docs/performance.md, "Beam search's
+    ran 2-3 times slower than the explicit products (docs/performance.md, "Beam search's
     attention"); the encoder's self-attention, a query per source position, takes them too.
     Shapes: (batch, heads, len, head_size)."""
     search = _float32_search(queries)
