@@ -124,7 +124,7 @@ def _float32_search(x: torch.Tensor) -> bool:
     what keys and values are projected from: search on CPU in bf16. Keys and values are then
     kept in float32, cast once when projected rather than at every step, and the products
     run in torch's fused kernel unless the weights are wanted: at a decoding step's shapes it
-    beat the explicit float32 products by 10-60% (docs/performance.md, "Packed weights")."""
+    beat the explicit float32 products by 10-50% (docs/performance.md, "Packed weights")."""
     return _float32_products(x) and not torch.is_grad_enabled()
 
 
