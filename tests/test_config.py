@@ -69,3 +69,17 @@ def test_several_corpora_are_paths_or_weighted_mappings():
             build_config({"corpus": bad}, {})
     with pytest.raises(ConfigError, match="^max_length_ratio 0.5: must be 0"):
         build_config({}, {"max_length_ratio": 0.5})
+
+
+def test_the_default_budget_is_patience_under_an_epoch_cap_and_any_budget_given_replaces_it():
+    from nmt.config import DEFAULT_MAX_EPOCHS, DEFAULT_PATIENCE, TrainConfig
+    default = TrainConfig()
+    assert (default.epoch_limit, default.patience_limit) == (DEFAULT_MAX_EPOCHS, DEFAULT_PATIENCE)
+    assert default.budget_text() == (f"until validation BLEU has not improved for {DEFAULT_PATIENCE} "
+                                     f"validations, at most {DEFAULT_MAX_EPOCHS} epochs")
+    minutes = TrainConfig(max_minutes=20)
+    assert minutes.patience_limit == 0 and minutes.epoch_limit == float("inf")
+    assert minutes.budget_text() == "20 minutes"
+    both = TrainConfig(epochs=10, patience=5)
+    assert both.budget_text() == "until validation BLEU has not improved for 5 validations, 10 epochs"
+    assert TrainConfig(patience=0).budget_text() == f"at most {DEFAULT_MAX_EPOCHS} epochs"

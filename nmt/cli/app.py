@@ -18,7 +18,8 @@ from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointsOpt, DeviceOpt, Engin
                              PenaltyOpt, PrecisionOpt, WeightsOpt, at_least, check_engine, err, load_translator, open_export, user_errors,
                              with_default)
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
-from nmt.config import RunConfig, build_config, load_config_file, read_run_config
+from nmt.config import (DEFAULT_MAX_EPOCHS, DEFAULT_PATIENCE, RunConfig, build_config, load_config_file,
+                        read_run_config)
 from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_BATCH, DEFAULT_LENGTH_PENALTY
 from nmt.inference.settings import check_search
@@ -97,7 +98,8 @@ def train(
     tie_embeddings: Annotated[Optional[bool], Opt("--tie-embeddings/--no-tie-embeddings", help=with_default(
         "tie_embeddings", "Transformer: the decoder's input embedding is its output layer."),
         rich_help_panel="Model")] = None,
-    epochs: Annotated[Optional[int], Opt(help="Most epochs. \\[default: 10, or no limit when --max-steps or "
+    epochs: Annotated[Optional[int], Opt(help=f"Most epochs. \\[default: {DEFAULT_MAX_EPOCHS} when no budget is "
+                                         "given, which trains until --patience; no limit when --max-steps or "
                                          "--max-minutes is given]", rich_help_panel="Budget")] = None,
     max_steps: Annotated[Optional[int], Opt(help="Most optimiser steps in total.",
                                             rich_help_panel="Budget")] = None,
@@ -125,8 +127,9 @@ def train(
                                               rich_help_panel="Optimisation")] = None,
     valid_bleu_size: Annotated[Optional[int], Opt(help=with_default("valid_bleu_size", "Validation sentences decoded for BLEU."),
                                                   rich_help_panel="Optimisation")] = None,
-    patience: Annotated[Optional[int], Opt(help=with_default("patience", "Stop after N validations without a "
-                                                   "better BLEU (0: never)."), rich_help_panel="Budget")] = None,
+    patience: Annotated[Optional[int], Opt(help="Stop after N validations without a better BLEU (0: never). "
+                                           f"\\[default: {DEFAULT_PATIENCE} when no --epochs, --max-steps or "
+                                           "--max-minutes is given, else 0]", rich_help_panel="Budget")] = None,
     keep_checkpoints: Annotated[Optional[int], Opt(help=with_default(
         "keep_checkpoints", "Keep the weights of the last N validations as checkpoints/step-K.safetensors, "
         "for nmt average and --weights step-K (0: none)."), rich_help_panel="Budget")] = None,

@@ -202,6 +202,8 @@ def model_card(run_dir: Path) -> dict[str, Any]:
         "test set": _held_out(run_dir, config, "test", summary),
         "pairs": summary.get("pairs", "unknown (run unfinished)"),
         "training": {"steps": summary.get("steps", records[-1]["step"] if records else 0),
+                     "epochs": summary.get("epochs_completed"), "budget": config.train.budget_text(),
+                     "stopped by": summary.get("stopped_by", "unknown (run unfinished or older)"),
                      "seconds": summary.get("train_seconds"), "device": summary.get("device"),
                      "precision": summary.get("precision", "fp32")},
         "best validation BLEU": f"{best['valid_bleu']} at step {best['step']}" if best else "none yet",

@@ -221,7 +221,10 @@ class Trainer:
         return t.max_minutes is None or s.elapsed < t.max_minutes * 60
 
     def total_steps(self, steps_per_epoch: int) -> int | None:
-        """Steps the budget allows, or None when only minutes bound it."""
+        """Steps the budget allows, or None when only minutes bound it, or validation does
+        (the default budget's epochs are a cap, not an estimate)."""
+        if self.t.default_budget:
+            return None
         total = min(self.t.epoch_limit * steps_per_epoch, self.t.max_steps or math.inf)
         return int(total) if math.isfinite(total) else None
 
@@ -243,8 +246,9 @@ class Trainer:
         world = self.processes.world
         self.model.train()
         steps_per_epoch = math.ceil(len(self.batches_of_epoch(0)) / self.t.accum)
-        log.info("training on %s%s at %s from step %d", describe(self.device),
-                 f" x {world} processes" if world > 1 else "", self.precision, self.state.step)
+        log.info("training on %s%s at %s from step %d; budget: %s", describe(self.device),
+                 f" x {world} processes" if world > 1 else "", self.precision, self.state.step,
+                 self.t.budget_text())
         if self.processes.is_main:
             warn_at_start(self.config, self.state.step, self.budget_left(), self.total_steps(steps_per_epoch),
                           len(self.valid), self.processes.local_world)
@@ -368,7 +372,7 @@ class Trainer:
         s.best_loss = min(s.best_loss, loss)
         s.stale_validations = 0 if score > s.best_scheduled_bleu else s.stale_validations + 1
         s.best_scheduled_bleu = max(s.best_scheduled_bleu, score)
-        if self.t.patience and s.stale_validations >= self.t.patience:
+        if self.t.patience_limit and s.stale_validations >= self.t.patience_limit:
             self.stop_reason = (f"early stopping: validation BLEU has not improved for "
                                 f"{s.stale_validations} validations")
 

@@ -88,6 +88,23 @@ def test_patience_stops_when_bleu_stalls(tmp_path, corpus_file):
     assert state.step == 4
 
 
+def test_with_no_budget_given_a_run_trains_until_validation_stalls(tmp_path, corpus_file):
+    # the default budget: patience 3, so the first validation and three stale ones
+    config = _config(corpus_file, max_steps=None, valid_every=2, lr=1e-9)
+    assert config.train.default_budget and config.train.patience_limit == 3
+    state = train_new_run(config, tmp_path / "run")
+    assert state.step == 8
+    summary = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert summary["stopped_by"].startswith("early stopping") and "until validation BLEU" in summary["budget"]
+
+
+def test_a_budget_given_turns_the_default_patience_off(tmp_path, corpus_file):
+    config = _config(corpus_file, max_steps=12, valid_every=2, lr=1e-9)
+    assert config.train.patience_limit == 0 and config.train.budget_text() == "12 steps"
+    assert train_new_run(config, tmp_path / "run").step == 12
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["stopped_by"] == "the budget"
+
+
 def _last_weights(run):
     return {k: v for k, v in load_file(run / "last.safetensors").items()}
 
