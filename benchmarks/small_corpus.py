@@ -37,6 +37,7 @@ CONFIGS = {
     # what small-data Transformers are known to need (Araabi & Monz 2020; Sennrich & Zhang
     # 2019 for RNNs): more dropout and a narrower feed-forward layer
     "transformer-small": ["--arch", "transformer", "--dropout", "0.3", "--ff-size", "512"],
+    "transformer-dropout": ["--arch", "transformer", "--dropout", "0.3"],
 }
 
 
