@@ -13,7 +13,8 @@ from typing import Any
 
 import yaml
 
-from nmt.errors import ConfigError, SettingError, shown
+from nmt.errors import ConfigError
+from nmt.setting_checks import at_least, check, check_corpora, check_type, choice
 from nmt.yaml_file import read_yaml_file
 
 
@@ -207,128 +208,77 @@ class RunConfig:
         :class:`~nmt.errors.SettingError` does (the CLI shows flags)."""
         for section in (self.data, self.model, self.train):
             for f in fields(section):
-                _check_type(f.name, getattr(section, f.name), f.type)
+                check_type(f.name, getattr(section, f.name), f.type)
         self._validate_data()
         self._validate_model()
         self._validate_train()
 
     def _validate_data(self) -> None:
         d = self.data
-        _check_corpora(d.corpus)
-        _check(d.max_length_ratio == 0 or d.max_length_ratio >= 1, "max_length_ratio", d.max_length_ratio,
+        check_corpora(d.corpus)
+        check(d.max_length_ratio == 0 or d.max_length_ratio >= 1, "max_length_ratio", d.max_length_ratio,
                "must be 0 (off) or at least 1")
-        _check(d.corpus is None or (d.src_file is None and d.tgt_file is None), None, None,
+        check(d.corpus is None or (d.src_file is None and d.tgt_file is None), None, None,
                "give either {corpus} or {src_file}/{tgt_file}, not both", ("corpus", "src_file", "tgt_file"))
-        _check((d.src_file is None) == (d.tgt_file is None), None, None,
+        check((d.src_file is None) == (d.tgt_file is None), None, None,
                "{src_file} and {tgt_file} go together", ("src_file", "tgt_file"))
         for part in ("valid", "test"):
-            _check((getattr(d, f"{part}_src") is None) == (getattr(d, f"{part}_tgt") is None), None, None,
+            check((getattr(d, f"{part}_src") is None) == (getattr(d, f"{part}_tgt") is None), None, None,
                    f"{{{part}_src}} and {{{part}_tgt}} go together", (f"{part}_src", f"{part}_tgt"))
-        _at_least(d, "valid_size", 0)
-        _at_least(d, "test_size", 0)
-        _at_least(d, "max_pieces", 4)
-        _at_least(d, "vocab_size", 16)
-        _at_least(d, "spm_sample", 2)
+        at_least(d, "valid_size", 0)
+        at_least(d, "test_size", 0)
+        at_least(d, "max_pieces", 4)
+        at_least(d, "vocab_size", 16)
+        at_least(d, "spm_sample", 2)
 
     def _validate_model(self) -> None:
         m = self.model
         for name in ("embed_size", "hidden_size", "layers"):
-            _at_least(m, name, 1)
-        _check(not m.bidirectional or m.hidden_size % 2 == 0, "hidden_size", m.hidden_size,
+            at_least(m, name, 1)
+        check(not m.bidirectional or m.hidden_size % 2 == 0, "hidden_size", m.hidden_size,
                "a bidirectional encoder needs an even size")
-        _check(0 <= m.dropout < 1, "dropout", m.dropout, "must be in [0, 1)")
-        _choice(m, "decoder", ("input_feeding", "bahdanau"))
-        _choice(m, "arch", ("gru", "transformer"))
+        check(0 <= m.dropout < 1, "dropout", m.dropout, "must be in [0, 1)")
+        choice(m, "decoder", ("input_feeding", "bahdanau"))
+        choice(m, "arch", ("gru", "transformer"))
         if m.arch == "transformer":
-            _check(m.embed_size == m.hidden_size, "embed_size", m.embed_size,
+            check(m.embed_size == m.hidden_size, "embed_size", m.embed_size,
                    f"a transformer has one size, d_model: it must equal {{hidden_size}} ({m.hidden_size})",
                    ("hidden_size",))
-            _at_least(m, "heads", 1)
-            _check(m.hidden_size % m.heads == 0, "hidden_size", m.hidden_size,
+            at_least(m, "heads", 1)
+            check(m.hidden_size % m.heads == 0, "hidden_size", m.hidden_size,
                    f"must be a multiple of {{heads}} ({m.heads})", ("heads",))
-            _check(m.hidden_size % 2 == 0, "hidden_size", m.hidden_size, "a transformer needs an even size")
-            _at_least(m, "ff_size", 1)
-        _choice(m, "norm", ("pre", "post"))
-        _check(not m.tie_embeddings or m.arch == "transformer", "tie_embeddings", None,
+            check(m.hidden_size % 2 == 0, "hidden_size", m.hidden_size, "a transformer needs an even size")
+            at_least(m, "ff_size", 1)
+        choice(m, "norm", ("pre", "post"))
+        check(not m.tie_embeddings or m.arch == "transformer", "tie_embeddings", None,
                "is a transformer setting ({arch} transformer)", ("arch",))
-        _choice(m, "attention", ("additive", "dot"))
-        _check(0 <= m.init_range <= 1, "init_range", m.init_range,
+        choice(m, "attention", ("additive", "dot"))
+        check(0 <= m.init_range <= 1, "init_range", m.init_range,
                "must be in [0, 1] (weights start uniform in ±init_range; 0: PyTorch's own)")
         for name in ("source_pieces", "target_pieces"):
-            _check(0 <= getattr(m, name) <= m.vocab or not m.vocab, name, getattr(m, name),
+            check(0 <= getattr(m, name) <= m.vocab or not m.vocab, name, getattr(m, name),
                    f"must be in [0, vocab {m.vocab}]")
 
     def _validate_train(self) -> None:
         t = self.train
         for name in ("epochs", "max_steps", "batch_size", "accum", "batch_tokens", "valid_bleu_size",
                      "warmup_steps"):
-            _at_least(t, name, 1)
+            at_least(t, name, 1)
         for name in ("max_pass_pieces", "valid_every", "patience", "threads", "keep_checkpoints"):
-            _at_least(t, name, 0)
-        _check(t.max_minutes is None or t.max_minutes > 0, "max_minutes", t.max_minutes, "must be > 0")
-        _check(t.lr > 0, "lr", t.lr, "must be > 0")
-        _check(0 < t.lr_decay <= 1, "lr_decay", t.lr_decay, "must be in (0, 1]")
-        _check(t.clip > 0, "clip", t.clip, "must be > 0")
-        _check(0 <= t.label_smoothing < 1, "label_smoothing", t.label_smoothing, "must be in [0, 1)")
-        _choice(t, "kernels", ("fast", "reference"))
-        _choice(t, "schedule", ("plateau", "noam"))
+            at_least(t, name, 0)
+        check(t.max_minutes is None or t.max_minutes > 0, "max_minutes", t.max_minutes, "must be > 0")
+        check(t.lr > 0, "lr", t.lr, "must be > 0")
+        check(0 < t.lr_decay <= 1, "lr_decay", t.lr_decay, "must be in (0, 1]")
+        check(t.clip > 0, "clip", t.clip, "must be > 0")
+        check(0 <= t.label_smoothing < 1, "label_smoothing", t.label_smoothing, "must be in [0, 1)")
+        choice(t, "kernels", ("fast", "reference"))
+        choice(t, "schedule", ("plateau", "noam"))
         from nmt.runtime.precision import PRECISIONS  # here: config itself needs no torch
 
-        _choice(t, "precision", PRECISIONS)
+        choice(t, "precision", PRECISIONS)
 
 
 _SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
-
-
-_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "list": (list,)}
-
-
-def _check_corpora(corpus: Any) -> None:
-    """A list of corpora: each a path, or a mapping of ``path`` and a positive ``weight``."""
-    if not isinstance(corpus, list):
-        return
-    _check(bool(corpus), "corpus", None, "an empty list names no corpus")
-    for k, entry in enumerate(corpus, start=1):
-        if isinstance(entry, str):
-            continue
-        ok = (isinstance(entry, dict) and set(entry) <= {"path", "weight"} and isinstance(entry.get("path"), str)
-              and isinstance(entry.get("weight", 1), (int, float)) and not isinstance(entry.get("weight"), bool))
-        _check(ok, "corpus", None, f"entry {k} must be a path, or a mapping of path and weight, got {shown(entry)}")
-        weight = entry.get("weight", 1)
-        _check(math.isfinite(weight) and weight > 0, "corpus", None,
-               f"entry {k}'s weight must be a finite number > 0, got {weight}")
-
-
-def _check_type(name: str, value: Any, annotation: str) -> None:
-    """Check ``value`` against a field annotation such as ``int`` or ``float | None``."""
-    options = [a.strip() for a in str(annotation).split("|")]
-    if value is None and "None" in options:
-        return
-    allowed = tuple(t for o in options for t in _TYPES.get(o, ()))
-    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
-        raise ConfigError(name, None, f"must be {' or '.join(o for o in options if o != 'None')}, "
-                                      f"got {shown(value)}")
-
-
-def _check(ok: bool, setting: str | None, value: Any, reason: str, mentions: tuple[str, ...] = ()) -> None:
-    if not ok:
-        raise ConfigError(setting, value, reason, mentions)
-
-
-def _at_least(section: Any, name: str, minimum: int) -> None:
-    value = getattr(section, name)
-    _check(value is None or value >= minimum, name, value, f"must be >= {minimum}")
-
-
-def _choice(section: Any, name: str, choices: tuple[str, ...]) -> None:
-    value = getattr(section, name)
-    spelled = [spelling(c) for c in choices]
-    _check(value in choices, name, shown(value), f"must be {', '.join(spelled[:-1])} or {spelled[-1]}")
-
-
-def spelling(value: Any) -> Any:
-    """A choice as the CLI spells it (input-feeding); configs take either spelling."""
-    return value.replace("_", "-") if isinstance(value, str) else value
 
 
 def _section_of(key: str) -> str:

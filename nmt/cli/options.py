@@ -13,9 +13,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from nmt.config import CHOICES, NO_FLAG, arch_defaults_of, default_of, spelling
+from nmt.config import CHOICES, NO_FLAG, arch_defaults_of, default_of
 from nmt.errors import NmtError, SettingError, SettingMessage
 from nmt.inference.settings import check_search
+from nmt.setting_checks import spelling
 
 err = Console(stderr=True)
 Opt = typer.Option

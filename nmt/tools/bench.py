@@ -36,7 +36,8 @@ from nmt.models.kernels import use_kernels
 from nmt.runtime.devices import configure_cpu, describe, pick_device, synchronize
 from nmt.runtime.precision import resolve
 from nmt.tools.flops import matmul_peak_flops, training_flops
-from nmt.training.trainer import TrainCallbacks, Trainer
+from nmt.training.callbacks import TrainCallbacks
+from nmt.training.trainer import Trainer
 
 
 def _rss_bytes() -> int:

@@ -20,7 +20,7 @@ from nmt.runtime import checkpoint
 from nmt.runtime.weights import KEPT, kept_path, kept_steps
 from nmt.training.state import TrainState, read_metrics
 from nmt.training.tensorboard import TensorBoardLog
-from nmt.training.trainer import TrainCallbacks
+from nmt.training.callbacks import TrainCallbacks
 
 
 class RunWriter(TrainCallbacks):

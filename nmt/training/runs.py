@@ -36,7 +36,8 @@ from nmt.training.distributed import Processes
 from nmt.training.run_writer import RunWriter
 from nmt.training.state import TrainState, trim_metrics
 from nmt.training.tensorboard import require_tensorboard
-from nmt.training.trainer import TrainCallbacks, Trainer, make_optimizer
+from nmt.training.callbacks import TrainCallbacks
+from nmt.training.trainer import Trainer, make_optimizer
 
 log = logging.getLogger(__name__)
 

@@ -103,7 +103,8 @@ def test_prepare_makes_its_directory_whole_or_not_at_all(tmp_path, corpus):
 
 def test_several_corpora_are_drawn_by_weight_each_epoch(tmp_path, corpus_file):
     from nmt.models.build import build_model
-    from nmt.training.trainer import TrainCallbacks, Trainer
+    from nmt.training.callbacks import TrainCallbacks
+    from nmt.training.trainer import Trainer
 
     lines = corpus_file.read_text().splitlines()
     (tmp_path / "a.tsv").write_text("\n".join(lines[:200]) + "\n")

@@ -224,7 +224,8 @@ def test_what_another_rank_reports_stops_this_one(tmp_path, corpus_file, peer, r
     from nmt.data.prepare import prepare_run_data
     from nmt.data.tokenizer import PAD_ID
     from nmt.models.build import build_model
-    from nmt.training.trainer import TrainCallbacks, Trainer
+    from nmt.training.callbacks import TrainCallbacks
+    from nmt.training.trainer import Trainer
 
     config = _config(corpus_file, max_steps=5, dropout=0.0)
     data = prepare_run_data(config.data, tmp_path)
@@ -249,7 +250,8 @@ def test_accumulating_two_batches_is_one_step_on_both(tmp_path, corpus_file):
     from nmt.data.prepare import prepare_run_data
     from nmt.data.tokenizer import PAD_ID
     from nmt.models.build import build_model
-    from nmt.training.trainer import TrainCallbacks, Trainer
+    from nmt.training.callbacks import TrainCallbacks
+    from nmt.training.trainer import Trainer
 
     config = _config(corpus_file, dropout=0.0, accum=2)
     data = prepare_run_data(config.data, tmp_path)

@@ -1,0 +1,58 @@
+"""Checks of one setting's value, each raising a :class:`~nmt.errors.ConfigError` that names
+the setting (the CLI shows it as the flag), for :meth:`nmt.config.RunConfig.validate`."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from nmt.errors import ConfigError, shown
+
+_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "list": (list,)}
+
+
+def check_corpora(corpus: Any) -> None:
+    """A list of corpora: each a path, or a mapping of ``path`` and a positive ``weight``."""
+    if not isinstance(corpus, list):
+        return
+    check(bool(corpus), "corpus", None, "an empty list names no corpus")
+    for k, entry in enumerate(corpus, start=1):
+        if isinstance(entry, str):
+            continue
+        ok = (isinstance(entry, dict) and set(entry) <= {"path", "weight"} and isinstance(entry.get("path"), str)
+              and isinstance(entry.get("weight", 1), (int, float)) and not isinstance(entry.get("weight"), bool))
+        check(ok, "corpus", None, f"entry {k} must be a path, or a mapping of path and weight, got {shown(entry)}")
+        weight = entry.get("weight", 1)
+        check(math.isfinite(weight) and weight > 0, "corpus", None,
+               f"entry {k}'s weight must be a finite number > 0, got {weight}")
+
+
+def check_type(name: str, value: Any, annotation: str) -> None:
+    """Check ``value`` against a field annotation such as ``int`` or ``float | None``."""
+    options = [a.strip() for a in str(annotation).split("|")]
+    if value is None and "None" in options:
+        return
+    allowed = tuple(t for o in options for t in _TYPES.get(o, ()))
+    if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+        raise ConfigError(name, None, f"must be {' or '.join(o for o in options if o != 'None')}, "
+                                      f"got {shown(value)}")
+
+
+def check(ok: bool, setting: str | None, value: Any, reason: str, mentions: tuple[str, ...] = ()) -> None:
+    if not ok:
+        raise ConfigError(setting, value, reason, mentions)
+
+
+def at_least(section: Any, name: str, minimum: int) -> None:
+    value = getattr(section, name)
+    check(value is None or value >= minimum, name, value, f"must be >= {minimum}")
+
+
+def choice(section: Any, name: str, choices: tuple[str, ...]) -> None:
+    value = getattr(section, name)
+    spelled = [spelling(c) for c in choices]
+    check(value in choices, name, shown(value), f"must be {', '.join(spelled[:-1])} or {spelled[-1]}")
+
+
+def spelling(value: Any) -> Any:
+    """A choice as the CLI spells it (input-feeding); configs take either spelling."""
+    return value.replace("_", "-") if isinstance(value, str) else value
