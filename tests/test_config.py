@@ -83,3 +83,23 @@ def test_the_default_budget_is_patience_under_an_epoch_cap_and_any_budget_given_
     both = TrainConfig(epochs=10, patience=5)
     assert both.budget_text() == "until validation BLEU has not improved for 5 validations, 10 epochs"
     assert TrainConfig(patience=0).budget_text() == f"at most {DEFAULT_MAX_EPOCHS} epochs"
+
+
+def test_a_transformers_corpus_sized_settings_follow_the_training_pair_count():
+    from nmt.config import SMALL_CORPUS_PAIRS
+    transformer = build_config({}, {"arch": "transformer"})
+    assert (transformer.model.tie_embeddings, transformer.train.label_smoothing) == (None, None)
+    small = transformer.for_corpus(SMALL_CORPUS_PAIRS - 1)
+    assert (small.model.tie_embeddings, small.train.label_smoothing) == (True, 0.2)
+    assert small.train.by_corpus_size == (f"tie_embeddings true, label_smoothing 0.2 ({SMALL_CORPUS_PAIRS - 1:,} "
+                                          f"training pairs, under {SMALL_CORPUS_PAIRS:,})")
+    large = transformer.for_corpus(SMALL_CORPUS_PAIRS)
+    assert (large.model.tie_embeddings, large.train.label_smoothing) == (False, 0.1)
+    assert "at least" in large.train.by_corpus_size
+    # a value given, in a file or a flag, is kept whatever the size; the GRU has none to choose
+    given = build_config({"label_smoothing": 0.3}, {"arch": "transformer", "tie_embeddings": False})
+    kept = given.for_corpus(10)
+    assert (kept.model.tie_embeddings, kept.train.label_smoothing) == (False, 0.3)
+    assert kept.train.by_corpus_size == "" and kept is given
+    gru = build_config({}, {})
+    assert gru.for_corpus(10) is gru and gru.train.label_smoothing == 0.1

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from nmt.config import CHOICES, NO_FLAG, arch_defaults_of, default_of
+from nmt.config import BY_CORPUS_SIZE, CHOICES, NO_FLAG, SMALL_CORPUS_PAIRS, arch_defaults_of, default_of
 from nmt.errors import NmtError, SettingError, SettingMessage
 from nmt.inference.settings import check_search
 from nmt.setting_checks import spelling
@@ -61,8 +61,15 @@ def at_least(name: str, value: int, minimum: int = 1) -> None:
 
 
 def with_default(key: str, text: str) -> str:
-    others = "".join(f"; {arch}: {value}" for arch, value in arch_defaults_of(key).items())
+    others = "".join(f"; {arch}: {_by_size(key) if value is None else value}"
+                     for arch, value in arch_defaults_of(key).items())
     return f"{text} \\[default: {spelling(default_of(key)) if key in CHOICES else default_of(key)}{others}]"
+
+
+def _by_size(key: str) -> str:
+    """A default that follows the corpus size, in words."""
+    small, large = BY_CORPUS_SIZE[key]
+    return f"{small} under {SMALL_CORPUS_PAIRS:,} training pairs, else {large}"
 
 
 CheckpointOpt = Annotated[Optional[Path], Opt(help="Run directory. \\[default: newest in checkpoints/]")]

@@ -89,7 +89,7 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
     data_cfg = dataclasses.replace(config.data, valid_size=0, test_size=0)
     with tempfile.TemporaryDirectory() as tmp:
         data = prepare_run_data(data_cfg, Path(tmp), corpus_limit=pairs)
-        config = data.sized(config)
+        config = data.sized(config).for_corpus(len(data.train_src))
         torch.manual_seed(config.train.seed)
         model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(device)
         trainer = Trainer(config, model, data, device, TrainCallbacks())

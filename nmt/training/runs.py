@@ -133,6 +133,9 @@ def _set_up_new_run(config: RunConfig, run_dir: Path, strict: bool, held: ExitSt
             data = prepare_run_data(config.data, run_dir, strict, cut_with=cut_with)
         if cut_with is None:  # a fine-tuned run keeps its parent's model and rows
             config = data.sized(config)
+        config = config.for_corpus(len(data.train_src))
+        if config.train.by_corpus_size:
+            log.info("set by the corpus size: %s", config.train.by_corpus_size)
         config = config.replace(**absolute_sources(config.data))
         save_config(config, run_dir / "config.yaml")
     return config, data

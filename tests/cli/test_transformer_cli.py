@@ -52,6 +52,15 @@ def test_info_names_the_architecture_and_counts_parameters_per_block(transformer
     assert card["sizes"]["heads"] == 2 and card["sizes"]["feed-forward"] == 16
 
 
+def test_a_small_corpus_gets_the_small_corpus_settings_and_info_says_so(transformer_run):
+    card = json.loads(nmt("info", "--checkpoint", str(transformer_run), "--json").stdout)
+    assert "tied decoder embeddings" in card["architecture"]
+    assert card["training"]["set by corpus size"].startswith("tie_embeddings true, label_smoothing 0.2 (")
+    assert "training pairs, under 50,000" in card["training"]["set by corpus size"]
+    saved = (transformer_run / "config.yaml").read_text()
+    assert "tie_embeddings: true" in saved and "label_smoothing: 0.2" in saved
+
+
 @pytest.mark.parametrize("kind", ["cross", "encoder", "decoder"])
 def test_attn_plot_draws_each_kind_per_head_and_as_a_grid(transformer_run, tmp_path, kind):
     out = tmp_path / f"{kind}.png"
