@@ -206,10 +206,9 @@ class RunConfig:
     def for_corpus(self, pairs: int) -> RunConfig:
         """This config with each setting left to the corpus size (None) chosen for ``pairs``
         training pairs, and what was chosen recorded in ``by_corpus_size``."""
-        sections = self.to_dict()
-        flat = {key: value for section in sections.values() for key, value in section.items()}
         small = pairs < SMALL_CORPUS_PAIRS
-        chosen = {key: values[0 if small else 1] for key, values in BY_CORPUS_SIZE.items() if flat[key] is None}
+        chosen = {key: values[0 if small else 1] for key, values in BY_CORPUS_SIZE.items()
+                  if getattr(getattr(self, _section_of(key)), key) is None}
         if not chosen:
             return self
         settings = ", ".join(f"{key} {str(value).lower()}" for key, value in chosen.items())
