@@ -3,12 +3,16 @@ unless told) with validation and test sets drawn from the rest, and prints test 
 time for each configuration.
 
     python benchmarks/small_corpus.py --corpus ../shared/data/fra-eng/fra.txt --work /tmp/small
-                                      [--pairs 30000] [--epochs 10] [--patience 3]
-                                      [--max-minutes 30] [--only gru,transformer]
+                                      [--directions en-fr,fr-en] [--pairs 30000] [--epochs 10]
+                                      [--patience 3] [--max-minutes 30] [--threads 0]
+                                      [--only gru,transformer]
 
-The split: the corpus's distinct English sources are shuffled (seed 1); the first 2,000 give
-the test set and the next 1,000 the validation set (each with its first translation), and
-the training pairs are a random sample of the pairs whose source is in neither.
+The split, for each direction: the corpus's distinct sources on that direction's source side
+are shuffled (English→French: seed 1; French→English: seed 3); the first 2,000 give the test
+set and the next 1,000 the validation set (each with its first translation), and the training
+pairs are a random sample (seed 2; seed 4) of the pairs whose source is in neither. Each
+direction has its own slice, so a default is not tuned to one target language. A
+configuration that sets data options (the vocabulary) has its own prepared data.
 
 Each configuration trains once, in a process of its own, with validation at every epoch,
 ``--patience P --max-minutes M`` and every validation's weights kept. Training is the same
@@ -32,8 +36,12 @@ ROOT = Path(__file__).resolve().parents[1]
 AVERAGED = 5  # checkpoints in an average, as docs/after-training.md measured
 
 OLD = ["--no-tie-embeddings", "--label-smoothing", "0.1"]  # a Transformer's settings from 50,000 pairs on
+# Each configuration's flags; those of nmt prepare (PREPARE_FLAGS) go to its prepared data
 CONFIGS = {
     "gru": [],
+    "gru-v4000": ["--vocab-size", "4000"],
+    "gru-v2000": ["--vocab-size", "2000"],
+    "transformer-v4000": ["--arch", "transformer", "--vocab-size", "4000"],
     # under 50,000 pairs: the decoder's input and output embeddings tied, label smoothing 0.2
     "transformer": ["--arch", "transformer"],
     "transformer-large-corpus": ["--arch", "transformer", *OLD],
@@ -47,23 +55,29 @@ CONFIGS = {
 }
 
 
-def split(corpus: Path, pairs: int, work: Path) -> None:
-    """Write train.tsv, valid.{en,fr} and test.{en,fr} into ``work`` unless written already."""
+PREPARE_FLAGS = ("--vocab-size",)
+DIRECTIONS = {"en-fr": (False, 1, 2), "fr-en": (True, 3, 4)}  # reversed columns, split seed, sample seed
+
+
+def split(corpus: Path, pairs: int, work: Path, direction: str) -> None:
+    """Write train.tsv, valid.{src,tgt} and test.{src,tgt} into ``work`` unless written already."""
     if (work / "train.tsv").exists():
         return
+    reverse, split_seed, sample_seed = DIRECTIONS[direction]
     lines = [line.split("\t")[:2] for line in corpus.read_text(encoding="utf-8").splitlines() if "\t" in line]
+    lines = [pair[::-1] for pair in lines] if reverse else lines
     sources = sorted({src for src, _ in lines})
-    random.Random(1).shuffle(sources)
+    random.Random(split_seed).shuffle(sources)
     test, valid = set(sources[:2000]), set(sources[2000:3000])
     for name, chosen in (("test", test), ("valid", valid)):
         first: dict[str, str] = {}
         for src, tgt in lines:
             if src in chosen:
                 first.setdefault(src, tgt)
-        (work / f"{name}.en").write_text("".join(s + "\n" for s in first), encoding="utf-8")
-        (work / f"{name}.fr").write_text("".join(t + "\n" for t in first.values()), encoding="utf-8")
+        (work / f"{name}.src").write_text("".join(s + "\n" for s in first), encoding="utf-8")
+        (work / f"{name}.tgt").write_text("".join(t + "\n" for t in first.values()), encoding="utf-8")
     rest = [(s, t) for s, t in lines if s not in test and s not in valid]
-    sample = random.Random(2).sample(rest, pairs)
+    sample = random.Random(sample_seed).sample(rest, pairs)
     (work / "train.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in sample), encoding="utf-8")
 
 
@@ -104,6 +118,25 @@ def rows_of(name: str, run: Path, epochs: int) -> list[dict]:
     return rows
 
 
+def prepared(work: Path, flags: list[str]) -> tuple[Path, list[str]]:
+    """The prepared data for a configuration's data flags (prepared once), and its other flags."""
+    data_flags, train_flags, k = [], [], 0
+    while k < len(flags):
+        if flags[k] in PREPARE_FLAGS:  # each takes a value
+            data_flags.extend(flags[k:k + 2])
+            k += 2
+        else:
+            train_flags.append(flags[k])
+            k += 1
+    data = work / "-".join(["data", *data_flags[1::2]])
+    if not data.exists():
+        w = str(work)
+        nmt("prepare", "--corpus", f"{w}/train.tsv", "--valid-src", f"{w}/valid.src", "--valid-tgt",
+            f"{w}/valid.tgt", "--test-src", f"{w}/test.src", "--test-tgt", f"{w}/test.tgt", *data_flags,
+            "-o", str(data))
+    return data, train_flags
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, required=True)
@@ -113,30 +146,31 @@ def main() -> None:
     parser.add_argument("--patience", type=int, default=3)
     parser.add_argument("--max-minutes", type=float, default=30)
     parser.add_argument("--only", default=",".join(CONFIGS))
+    parser.add_argument("--directions", default=",".join(DIRECTIONS))
+    parser.add_argument("--threads", default="0", help="nmt train --threads")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    split(args.corpus, args.pairs, args.work)
-    data = args.work / "data"
-    if not data.exists():
-        w = str(args.work)
-        nmt("prepare", "--corpus", f"{w}/train.tsv", "--valid-src", f"{w}/valid.en", "--valid-tgt",
-            f"{w}/valid.fr", "--test-src", f"{w}/test.en", "--test-tgt", f"{w}/test.fr", "-o", str(data))
     rows = []
-    for name in args.only.split(","):
-        run = args.work / name
-        if not (run / "run.json").exists():
-            start = time.monotonic()
-            nmt("train", "--data", str(data), "--run-dir", str(run), "--patience", str(args.patience),
-                "--max-minutes", str(args.max_minutes), "--keep-checkpoints", "1000", *CONFIGS[name])
-            print(f"{name}: trained in {(time.monotonic() - start) / 60:.1f} min", flush=True)
-        rows.extend(rows_of(name, run, args.epochs))
-        for row in rows[-4:]:
-            print(json.dumps(row), flush=True)
-    print(f"\n{'config':<26} {'budget':<15} {'epochs':>6} {'min':>5}  {'weights':<20} {'valid':>6} {'test':>6} "
+    for direction in args.directions.split(","):
+        work = args.work / direction
+        work.mkdir(parents=True, exist_ok=True)
+        split(args.corpus, args.pairs, work, direction)
+        for name in args.only.split(","):
+            run = work / name
+            data, flags = prepared(work, CONFIGS[name])
+            if not (run / "run.json").exists():
+                start = time.monotonic()
+                nmt("train", "--data", str(data), "--run-dir", str(run), "--patience", str(args.patience),
+                    "--max-minutes", str(args.max_minutes), "--keep-checkpoints", "1000",
+                    "--threads", args.threads, *flags)
+                print(f"{direction} {name}: trained in {(time.monotonic() - start) / 60:.1f} min", flush=True)
+            rows.extend({"direction": direction, **row} for row in rows_of(name, run, args.epochs))
+            for row in rows[-4:]:
+                print(json.dumps(row), flush=True)
+    print(f"\n{'direction':<9} {'config':<26} {'budget':<15} {'epochs':>6} {'min':>5}  {'weights':<20} {'valid':>6} {'test':>6} "
           f"{'beam 5':>6}")
     for r in rows:
-        print(f"{r['config']:<26} {r['budget']:<15} {r['epochs']:>6} {r['minutes']:>5}  {r['weights']:<20} "
+        print(f"{r['direction']:<9} {r['config']:<26} {r['budget']:<15} {r['epochs']:>6} {r['minutes']:>5}  {r['weights']:<20} "
               f"{r['best_valid_bleu']:>6} {r['test_bleu']:>6} {r['test_bleu_beam5']:>6}")
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=1))
