@@ -64,11 +64,11 @@ class Translation:
 class Model:
     """A trained run (None: the newest in checkpoints/) loaded for decoding on ``device`` at
     ``precision``, as ``nmt translate``'s flags say them (precision ``auto``, ``fp32``,
-    ``bf16``, ``fp16`` or ``int8``), with the weights called ``weights`` (``best``, ``last``,
-    ``averaged``, ``step-K``); the settings are checked before the run is looked for."""
+    ``bf16``, ``fp16`` or ``int8``), with the weights called ``weights`` (``default``: the
+    run's, ``averaged`` or ``best``; or ``best``, ``last``, ``averaged``, ``step-K``); the settings are checked before the run is looked for."""
 
     def __init__(self, run: str | Path | None = None, device: str = "auto", precision: str = "auto",
-                 weights: str = "best") -> None:
+                 weights: str = "default") -> None:
         from nmt.inference.loading import latest_run
         from nmt.inference.quantize import decoding_device, load_for_decoding
         from nmt.runtime.devices import configure_cpu
@@ -219,7 +219,7 @@ def _check_text(text: str, name: str) -> None:
 
 
 def load(run: str | Path | None = None, device: str = "auto", precision: str = "auto",
-         weights: str = "best") -> Model:
+         weights: str = "default") -> Model:
     """Load a run directory for translating and scoring (None: the newest run in checkpoints/),
-    with its ``best``, ``last``, ``averaged`` or ``step-K`` weights."""
+    with its ``default``, ``best``, ``last``, ``averaged`` or ``step-K`` weights."""
     return Model(run, device, precision, weights)

@@ -147,6 +147,10 @@ class TrainConfig:
     patience: int | None = None  # validations without a better BLEU before stopping; 0 = never;
     #                                None: DEFAULT_PATIENCE when no budget is given, else 0
     keep_checkpoints: int = 0  # weights of the last N validations kept as checkpoints/step-K.safetensors
+    # the last N validations' weights averaged when a run ends (averaged.safetensors), the run's
+    # default weights where that scores better on validation than best; 0: off (docs/choices.md,
+    # "Averaging at the end")
+    average_last: int = 5
     tensorboard: bool = False  # TensorBoard event files in RUN/tensorboard/ (nmt/training/tensorboard.py)
     init_from: str | None = None  # the run whose weights, tokenizer and model this one started from
     seed: int = 1
@@ -291,6 +295,8 @@ class RunConfig:
             at_least(t, name, 1)
         for name in ("max_pass_pieces", "valid_every", "patience", "threads", "keep_checkpoints"):
             at_least(t, name, 0)
+        at_least(t, "average_last", 0)
+        check(t.average_last != 1, "average_last", t.average_last, "must be 0 (off) or at least 2")
         check(t.max_minutes is None or t.max_minutes > 0, "max_minutes", t.max_minutes, "must be > 0")
         check(t.lr > 0, "lr", t.lr, "must be > 0")
         check(0 < t.lr_decay <= 1, "lr_decay", t.lr_decay, "must be in (0, 1]")

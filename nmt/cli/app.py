@@ -133,6 +133,10 @@ def train(
     keep_checkpoints: Annotated[Optional[int], Opt(help=with_default(
         "keep_checkpoints", "Keep the weights of the last N validations as checkpoints/step-K.safetensors, "
         "for nmt average and --weights step-K (0: none)."), rich_help_panel="Budget")] = None,
+    average_last: Annotated[Optional[int], Opt(help=with_default(
+        "average_last", "When the run ends, average the last N validations' weights into averaged.safetensors, "
+        "the default weights where they score better on validation than best (0: off)."),
+        rich_help_panel="Budget")] = None,
     tensorboard: Annotated[Optional[bool], Opt("--tensorboard/--no-tensorboard", help=with_default(
         "tensorboard", "Write TensorBoard event files into RUN/tensorboard/ (pip install -e \".\\[tensorboard]\")."))
     ] = None,
@@ -238,7 +242,7 @@ def translate(
     precision: PrecisionOpt = "auto",
     kernels: KernelsOpt = "fast",
     engine: EngineOpt = "nmt",
-    weights: WeightsOpt = "best",
+    weights: WeightsOpt = "default",
 ) -> None:
     """Translate sentences with a trained run: one output line per input line, in order."""
     from nmt.cli.output import translation_lines
@@ -276,7 +280,7 @@ def eval_(
     precision: PrecisionOpt = "auto",
     kernels: KernelsOpt = "fast",
     engine: EngineOpt = "nmt",
-    weights: WeightsOpt = "best",
+    weights: WeightsOpt = "default",
 ) -> None:
     """Score a run with sacrebleu (detokenised output against raw references)."""
     from nmt.cli.output import score_json, score_table

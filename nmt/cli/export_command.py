@@ -27,7 +27,7 @@ def export(
     format: Annotated[str, Opt("--format", help="ctranslate2: CTranslate2's model format.")] = "ctranslate2",
     quantization: Annotated[str, Opt(help="Weights as stored: float32, int8, int8_float32, int16, bfloat16 "
                                      "(or float16, int8_float16, int8_bfloat16 for GPUs).")] = "float32",
-    weights: WeightsOpt = "best",
+    weights: WeightsOpt = "default",
 ) -> None:
     """Export a Transformer run's weights (its best by default), its vocabularies and its SentencePiece model as a
     CTranslate2 model directory, with nmt_export.json saying how to tokenise for it."""

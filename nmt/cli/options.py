@@ -85,15 +85,16 @@ PrecisionOpt = Annotated[str, Opt(help="auto, fp32, bf16, fp16 (CUDA only) or in
                                   "GRUs and linear layers (CPU only). auto: as nmt train's.")]
 KernelsOpt = Annotated[str, Opt(help="fast, or reference: plain PyTorch search without the certified "
                                 "int8 argmax and block-wise top-k (the same output).")]
-WeightsOpt = Annotated[str, Opt(help="The run's weights: best, last, averaged (nmt average) or step-K "
-                                "(--keep-checkpoints).")]
+WeightsOpt = Annotated[str, Opt(help="The run's weights: default (averaged where it scored better on "
+                                "validation than best, else best; nmt info says which), best, last, averaged, "
+                                "another nmt average -o NAME, or step-K (--keep-checkpoints).")]
 EngineOpt = Annotated[str, Opt(help="nmt, or ctranslate2: decode a directory made by nmt export (--checkpoint "
                                "DIR) with CTranslate2; --precision then names its compute type.")]
 ENGINES = ("nmt", "ctranslate2")
 
 
 def load_translator(checkpoint: Path | list[Path] | None, device: str, beam: int = 1, length_penalty: float = 0.0,
-                    precision: str = "auto", kernels: str = "fast", engine: str = "nmt", weights: str = "best") -> Any:
+                    precision: str = "auto", kernels: str = "fast", engine: str = "nmt", weights: str = "default") -> Any:
     """A translator (:class:`nmt.inference.translate.SentenceTranslator`) from the decoding
     flags, each checked before the model is looked for: nmt's own of ``checkpoint`` (default:
     the newest run; several: an ensemble, decoding at fp32 unless told otherwise), loaded as
@@ -107,7 +108,7 @@ def load_translator(checkpoint: Path | list[Path] | None, device: str, beam: int
 
         if len(runs) > 1:
             raise SettingError("engine", engine, "decodes one model; an ensemble runs on nmt's own engine")
-        if weights != "best":
+        if weights != "default":
             raise SettingError("weights", weights, "chooses a run's weights; an export holds one set: "
                                "export the ones you want (nmt export --weights)")
         return CTranslate2Translator(open_export(checkpoint), device, precision, beam, length_penalty)

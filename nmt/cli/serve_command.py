@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
 
 def serve(
     checkpoint: CheckpointOpt = None,
-    weights: WeightsOpt = "best",
+    weights: WeightsOpt = "default",
     host: Annotated[str, Opt(help="Address to listen on; 0.0.0.0 serves every interface (an explicit "
                                   "choice: anyone who can reach the machine can use it).")] = ServeConfig.host,
     port: Annotated[int, Opt(help="Port; 0 lets the system pick one.")] = ServeConfig.port,

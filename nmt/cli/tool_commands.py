@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
     app.command(name="attn-plot", epilog='Example: nmt attn-plot "Tom chases Jerry." -o attn.png --show')(attn_plot)
     app.command(epilog="Example: nmt info --checkpoint checkpoints/20261130-074100")(info)
     app.command(epilog="Example: nmt bench --pairs 20000 --steps 30 --beam 5 --json-out bench.json")(bench)
-    app.command(epilog="Example: nmt average checkpoints/run --last 5, then nmt eval --weights averaged "
+    app.command(epilog="Example: nmt average checkpoints/run --last 3 -o last3, then nmt eval --weights last3 "
                        "--checkpoint checkpoints/run")(average)
 
 
@@ -29,7 +29,8 @@ def average(
     last: Annotated[Optional[int], Opt(help="Average the last N kept checkpoints. \\[default: all kept]")] = None,
     steps: Annotated[Optional[str], Opt(help="Average these kept steps, e.g. 1200,1400,1600.")] = None,
     output: Annotated[str, Opt("--output", "-o", help="Name of the new weights in the run: "
-                               "RUN/NAME.safetensors, then --weights NAME.")] = "averaged",
+                               "RUN/NAME.safetensors, then --weights NAME (averaged: unless training wrote "
+                               "it).")] = "averaged",
 ) -> None:
     """Average the weights a run kept (--keep-checkpoints) element by element into another
     weights file of the run, for translate, eval, serve and attn-plot (--weights NAME)."""
@@ -71,7 +72,7 @@ def attn_plot(
     beam: BeamOpt = 1,
     length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
     device: DeviceOpt = "auto",
-    weights: WeightsOpt = "best",
+    weights: WeightsOpt = "default",
 ) -> None:
     """Draw the attention weights of each decoded translation as a heatmap."""
     from nmt.cli.display import attention_table

@@ -50,7 +50,7 @@ class Exported:
         return Path(self.manifest["run"])
 
 
-def export_run(run_dir: Path, out: Path, quantization: str = "float32", weights: str = "best") -> Exported:
+def export_run(run_dir: Path, out: Path, quantization: str = "float32", weights: str = "default") -> Exported:
     """``nmt export``: ``run_dir``'s Transformer, with the weights called ``weights``, as a
     CTranslate2 model in the new directory ``out``, stored at ``quantization``."""
     if quantization not in QUANTIZATIONS:

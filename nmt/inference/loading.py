@@ -74,7 +74,7 @@ def check_tokenizer(tokenizer: Tokenizer, cfg: ModelConfig) -> None:
                        f"restore the run's own spm.model")
 
 
-def load_run(run_dir: Path, device: torch.device, weights: str = "best"
+def load_run(run_dir: Path, device: torch.device, weights: str = "default"
              ) -> tuple[RunConfig, nn.Module, Tokenizer]:
     """Rebuild a run's model, with the weights called ``weights`` (:mod:`nmt.runtime.weights`),
     and its tokenizer from its directory alone, each file checked against config.yaml before

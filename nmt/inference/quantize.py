@@ -74,7 +74,7 @@ def decoding_device(precision: str, spec: str) -> torch.device:
     return device
 
 
-def load_for_decoding(run: Path, precision: str, device: torch.device, weights: str = "best"
+def load_for_decoding(run: Path, precision: str, device: torch.device, weights: str = "default"
                       ) -> tuple[TranslationModel, Any, str]:
     """A run's model, with the weights called ``weights``, for decoding at ``precision`` on
     ``device`` (from :func:`decoding_device`):

@@ -1,14 +1,18 @@
-"""A run's weights files by name: ``best``, ``last``, ``averaged`` (or any name ``nmt average -o``
-gave), and ``step-K``, the weights of the validation at step K that ``--keep-checkpoints``
-keeps in ``checkpoints/``."""
+"""A run's weights files by name: ``best``, ``last``, ``averaged`` (the mean of the last
+validations' weights that training writes at its end, or ``nmt average``), any name ``nmt average
+-o`` gave, and ``step-K``, the weights of the validation at step K kept in ``checkpoints/``.
+``default`` names the run's default weights: ``averaged`` where run.json says that it scored
+better on validation than ``best``, else ``best``."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 from nmt.errors import NmtError, SettingError
 
 KEPT = "checkpoints"  # the run's folder of step-K.safetensors
+DEFAULT = "default"  # not a file: the name of the run's default weights (default_weights)
 _STEP = re.compile(r"step-(\d+)")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
@@ -19,6 +23,11 @@ def kept_steps(run_dir: Path) -> list[int]:
     steps = [_STEP.fullmatch(p.name[:-len(".safetensors")]) for p in folder.glob("step-*.safetensors")] \
         if folder.is_dir() else []
     return sorted(int(m[1]) for m in steps if m)
+
+
+def is_step_name(name: str) -> bool:
+    """Whether ``name`` is a kept step's, ``step-K``: such names find the kept file, never another."""
+    return _STEP.fullmatch(name) is not None
 
 
 def kept_path(run_dir: Path, step: int) -> Path:
@@ -33,10 +42,30 @@ def check_name(name: str, setting: str = "weights") -> str:
     return name
 
 
-def weights_path(run_dir: Path, name: str = "best") -> Path:
-    """The file of the weights called ``name``; ``best`` falls back to last.safetensors in a run
-    that has not validated yet. An error lists the weights the run has."""
+def summary_of(run_dir: Path) -> dict:
+    """The run's run.json, written when a training session ends; {} before that, or where it
+    is unreadable (nmt info reports a damaged one)."""
+    try:
+        summary = json.loads((run_dir / "run.json").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def default_weights(run_dir: Path) -> str:
+    """The name of the run's default weights: run.json's ``default_weights``; ``best`` before
+    a training session ended, or in a run older than the key."""
+    name = summary_of(run_dir).get("default_weights")
+    return name if name in ("best", "averaged") else "best"
+
+
+def weights_path(run_dir: Path, name: str = DEFAULT) -> Path:
+    """The file of the weights called ``name`` (``default``: :func:`default_weights`); ``best``
+    falls back to last.safetensors in a run that has not validated yet. An error lists the
+    weights the run has."""
     check_name(name)
+    if name == DEFAULT:
+        name = default_weights(run_dir)
     step = _STEP.fullmatch(name)
     path = kept_path(run_dir, int(step[1])) if step else run_dir / f"{name}.safetensors"
     if path.is_file():
@@ -52,5 +81,5 @@ def weights_path(run_dir: Path, name: str = "best") -> Path:
 def available(run_dir: Path) -> list[str]:
     """The names of the weights a run holds: its own files, then the kept steps."""
     names = sorted(p.name[:-len(".safetensors")] for p in run_dir.glob("*.safetensors")
-                   if not p.name.startswith("."))
+                   if not p.name.startswith(".") and not is_step_name(p.name[:-len(".safetensors")]))
     return names + [f"step-{k}" for k in kept_steps(run_dir)]

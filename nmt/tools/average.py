@@ -4,24 +4,21 @@ as another weights file of the run, as OpenNMT-py's ``average_models`` and fairs
 
 Every file is checked before any tensor is read: its tensors against the run's config.yaml,
 and the run id in its metadata against the run's own (last.safetensors'), so that a file
-copied in from another run is refused. The mean is taken one tensor at a time, in float64, so
-memory holds the result and one tensor of each file at most: about two models.
+copied in from another run is refused (:mod:`nmt.runtime.averaging` takes the mean).
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import torch
-from safetensors import SafetensorError, safe_open
-
 from nmt.config import read_run_config
 from nmt.errors import NmtError, SettingError
 from nmt.inference.loading import skeleton
+from nmt.runtime.averaging import mean_of
 from nmt.runtime.checkpoint import read_header, read_header_checked, write
-from nmt.runtime.weights import check_name, kept_path, kept_steps
+from nmt.runtime.weights import DEFAULT, check_name, is_step_name, kept_path, kept_steps, summary_of
 
-RESERVED = ("best", "last")  # written by training; an average never replaces them
+RESERVED = ("best", "last", DEFAULT)  # training's own, and the default's name: never an average's
 
 
 def choose_steps(run_dir: Path, steps: list[int] | None, last: int | None) -> list[int]:
@@ -48,10 +45,14 @@ def choose_steps(run_dir: Path, steps: list[int] | None, last: int | None) -> li
 def average(run_dir: Path, steps: list[int], name: str = "averaged") -> Path:
     """Write the mean of the kept weights of ``steps`` as ``run_dir/NAME.safetensors``."""
     check_name(name, "output")
-    if name in RESERVED:
-        raise SettingError("output", name, f"{name}.safetensors is training's own; choose another name")
+    if name in RESERVED or is_step_name(name):
+        raise SettingError("output", name, "is a name of the run's own weights (best, last, default, step-K); "
+                           "choose another name")
     if not (run_dir / "config.yaml").is_file():
         raise NmtError(f"{run_dir}: not a run directory (no config.yaml)")
+    if name == "averaged" and summary_of(run_dir).get("averaged"):
+        raise SettingError("output", name, "averaged.safetensors is the average training made when the run "
+                           "ended (run.json); name this one with -o NAME")
     model = skeleton(read_run_config(run_dir / "config.yaml").model)
     paths = [kept_path(run_dir, k) for k in steps]
     run_id = _run_id(run_dir / "last.safetensors") if (run_dir / "last.safetensors").is_file() else ""
@@ -62,33 +63,9 @@ def average(run_dir: Path, steps: list[int], name: str = "averaged") -> Path:
                            "an average mixes only one run's checkpoints")
     keys = list(model.state_dict())
     out = run_dir / f"{name}.safetensors"
-    write(out, _mean(paths, [f"model.{k}" for k in keys]),
+    write(out, mean_of(paths, [f"model.{k}" for k in keys]),
           {"state": json.dumps({"averaged_steps": steps, "run_id": run_id})})
     return out
-
-
-def _mean(paths: list[Path], keys: list[str]) -> dict[str, torch.Tensor]:
-    """Each float tensor's mean over ``paths``; other tensors (the piece tables) must agree."""
-    try:
-        files = [safe_open(str(p), framework="pt") for p in paths]
-        result = {}
-        for key in keys:
-            first = files[0].get_tensor(key)
-            if not first.is_floating_point():
-                if any(not torch.equal(f.get_tensor(key), first) for f in files[1:]):
-                    raise NmtError(f"{key} differs between the checkpoints; not one run's")
-                result[key] = first
-                continue
-            total = first.double()
-            for f in files[1:]:
-                total += f.get_tensor(key).double()
-            mean = (total / len(files)).to(first.dtype)
-            if not torch.isfinite(mean).all():
-                raise NmtError(f"{key} is not finite in the average (NaN or infinity in a checkpoint)")
-            result[key] = mean
-        return result
-    except (SafetensorError, OSError, ValueError) as e:
-        raise NmtError(f"truncated or corrupted checkpoint ({e})") from None
 
 
 def _run_id(path: Path) -> str:

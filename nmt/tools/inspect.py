@@ -64,6 +64,20 @@ def _held_out(run_dir: Path, config: RunConfig, part: str, summary: dict[str, An
     return origin
 
 
+def _default_weights(summary: dict[str, Any]) -> str:
+    """Which weights translate, eval and serve use unless told (--weights), and why."""
+    average, best = summary.get("averaged"), summary.get("best_valid_bleu")
+    if not isinstance(average, dict) or not isinstance(best, (int, float)):
+        return "best"
+    steps = average.get("steps") or [0]
+    mean = f"the average of the last {len(steps)} validations' weights (steps {steps[0]}-{steps[-1]})"
+    best_text = f"best (step {summary.get('best_step')})"
+    if summary.get("default_weights") == "averaged":
+        return f"averaged: {mean}, validation BLEU {average['valid_bleu']:.2f}, above {best_text}'s {best:.2f}"
+    return (f"{best_text}: validation BLEU {best:.2f}; {mean} scored {average['valid_bleu']:.2f}, not higher "
+            "(--weights averaged)")
+
+
 KINDS = {"cross": "encoder-decoder attention", "encoder": "encoder self-attention",
          "decoder": "decoder self-attention"}
 
@@ -184,7 +198,7 @@ def model_card(run_dir: Path) -> dict[str, Any]:
     n_params = count_parameters(model)
     m = config.model
     records = read_metrics(run_dir / "metrics.jsonl")
-    best = max(records, key=lambda r: r["valid_bleu"]) if records else {}
+    best = max(records, key=lambda r: (r["valid_bleu"], r["step"])) if records else {}  # a tie: the newer, as training keeps
     parent = {"fine-tuned from": _parent(config, summary)} if config.train.init_from else {}
     return {
         "run": str(run_dir),
@@ -208,6 +222,7 @@ def model_card(run_dir: Path) -> dict[str, Any]:
                      "seconds": summary.get("train_seconds"), "device": summary.get("device"),
                      "precision": summary.get("precision", "fp32")},
         "best validation BLEU": f"{best['valid_bleu']} at step {best['step']}" if best else "none yet",
+        "default weights": _default_weights(summary),
         "throughput": {"target pieces/s": summary.get("train_tokens_per_s"),
                        "sentences/s": summary.get("train_sentences_per_s")},
         "versions": summary.get("versions", {}),

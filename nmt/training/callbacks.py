@@ -33,5 +33,16 @@ class TrainCallbacks:
     def keep(self, model: TranslationModel, state: dict, count: int) -> None:
         """Keep these weights as one of the last ``count`` validations' (``state`` has the step)."""
 
+    def averaged(self, count: int) -> tuple[list[int], dict[str, torch.Tensor]] | None:
+        """The mean of the last ``count`` kept validations' weights (``model.``-prefixed, as a
+        checkpoint holds them) and their steps; None when fewer than two are kept."""
+        return None
+
+    def save_average(self, model: TranslationModel, state: dict) -> None:
+        """Keep ``model``'s weights, an average, as ``averaged``."""
+
+    def prune_kept(self, keep: int) -> None:
+        """Keep only the last ``keep`` validations' weights (those the run was asked to keep)."""
+
     def finished(self, state: TrainState) -> None:
         """Training ended, its last checkpoint saved (also after an error)."""

@@ -7,6 +7,7 @@ several) gets :class:`nmt.training.trainer.TrainCallbacks` itself, which does no
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from nmt.models.interface import TranslationModel
 from nmt.report.plotting import plot_training_curve
 from nmt.report.progress import TrainProgress
 from nmt.runtime import checkpoint
+from nmt.runtime.averaging import mean_of
+from nmt.runtime.checkpoint import read_header
 from nmt.runtime.weights import KEPT, kept_path, kept_steps
 from nmt.training.state import TrainState, read_metrics
 from nmt.training.tensorboard import TensorBoardLog
@@ -72,6 +75,25 @@ class RunWriter(TrainCallbacks):
         checkpoint.save(kept_path(self.run_dir, state["step"]), model, None, state)
         for step in kept_steps(self.run_dir)[:-count]:
             kept_path(self.run_dir, step).unlink(missing_ok=True)
+
+    def averaged(self, count: int) -> tuple[list[int], dict[str, torch.Tensor]] | None:
+        steps = kept_steps(self.run_dir)[-count:]
+        if len(steps) < 2:
+            return None
+        paths = [kept_path(self.run_dir, step) for step in steps]
+        return steps, mean_of(paths, [key for key in read_header(paths[0])[0] if key.startswith("model.")])
+
+    def save_average(self, model: TranslationModel, state: dict) -> None:
+        checkpoint.save(self.run_dir / "averaged.safetensors", model, None, state)
+
+    def prune_kept(self, keep: int) -> None:
+        if not (self.run_dir / KEPT).is_dir():
+            return
+        for step in kept_steps(self.run_dir)[:len(kept_steps(self.run_dir)) - keep]:
+            kept_path(self.run_dir, step).unlink(missing_ok=True)
+        if not keep:
+            with contextlib.suppress(OSError):  # kept files of the user's own in it stay
+                (self.run_dir / KEPT).rmdir()
 
     def finished(self, state: TrainState) -> None:
         if self.board is not None:

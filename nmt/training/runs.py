@@ -31,6 +31,7 @@ from nmt.runtime.devices import configure_cpu, describe
 from nmt.runtime.fileio import atomic_path, atomic_write_text
 from nmt.runtime.lock import LOCK_FILE, run_lock
 from nmt.runtime.precision import resolve
+from nmt.runtime.weights import summary_of
 from nmt.training import distributed, finetune
 from nmt.training.distributed import Processes
 from nmt.training.run_writer import RunWriter
@@ -224,8 +225,10 @@ def _train(config: RunConfig, model: TranslationModel, data: RunData, run_dir: P
 def write_summary(run_dir: Path, config: RunConfig, data: RunData, trainer: Trainer,
                   device: torch.device, wall_s: float, unknown: dict[str, int] | None = None) -> None:
     """run.json: what a model card needs, beside the checkpoints (and a fine-tuned run's
-    parent, with the tokens of its new data that the parent had no row for)."""
+    parent, with the tokens of its new data that the parent had no row for), and which weights
+    are the run's default: the end's average where it scored better on validation than best."""
     s, m = trainer.state, data.manifest
+    before = summary_of(run_dir)
     summary = {
         "nmt_version": __version__, "corpus": m.corpus,
         "pairs": {**m.pairs, "skipped": sum(m.pairs["skipped"].values())},
@@ -241,8 +244,15 @@ def write_summary(run_dir: Path, config: RunConfig, data: RunData, trainer: Trai
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "sentencepiece": sentencepiece.__version__, "sacrebleu": sacrebleu.__version__},
     }
+    # an earlier session's average stands while its file does (a resume stopped by a signal makes none)
+    average = trainer.average or (before.get("averaged") if (run_dir / "averaged.safetensors").is_file() else None)
+    if isinstance(average, dict) and isinstance(average.get("valid_bleu"), (int, float)):
+        summary["averaged"] = average
+    summary["default_weights"] = "averaged" if "averaged" in summary and average["valid_bleu"] > s.best_bleu \
+        else "best"
     if config.train.init_from:
         summary["init_from"] = {"run": config.train.init_from, "unknown_tokens": unknown}
-        if unknown is None and (run_dir / "run.json").is_file():  # a resume keeps the first count
-            summary["init_from"] = json.loads((run_dir / "run.json").read_text()).get("init_from", summary["init_from"])
+        if unknown is None:  # a resume keeps the first count
+            summary["init_from"] = before.get("init_from", summary["init_from"])
     atomic_write_text(run_dir / "run.json", json.dumps(summary, indent=2) + "\n")
+

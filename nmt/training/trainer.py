@@ -18,6 +18,7 @@ import math
 import signal
 import time
 import uuid
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -32,6 +33,7 @@ from nmt.models.interface import TranslationModel
 from nmt.models.kernels import use_kernels
 from nmt.models.loss import batch_loss
 from nmt.runtime.allocator import release_freed_memory
+from nmt.runtime.checkpoint import load_model_weights
 from nmt.runtime.devices import describe
 from nmt.runtime.precision import autocast, needs_loss_scaling, resolve
 from nmt.training.advice import warn_at_start
@@ -84,6 +86,8 @@ class Trainer:
         if self.state.scaler:
             self.scaler.load_state_dict(self.state.scaler)
         self.stop_reason: str | None = None  # agreed: a signal, a bad loss or early stopping
+        self.early_stopped = False  # the stop reason is early stopping: the run ended, not broke off
+        self.average: dict | None = None  # the end's average of the last validations: steps, valid BLEU
         self.signal: int = 0  # a stop signal this process received, not yet agreed on
         self.step_seconds = 0.0  # the last step's, as the ranks agree
         self.step_tokens = 0  # the last step's target pieces, over all ranks
@@ -229,18 +233,27 @@ class Trainer:
                           len(self.valid), self.processes.local_world)
         self.callbacks.started(self.state, self.total_steps(steps_per_epoch), self.t.max_minutes)
         try:
-            with _stop_signals(self):
+            with _stop_signals(self):  # a signal during the end's validation or average waits for it
                 while self.budget_left() and not self.stop_reason:
                     self._run_epoch()
-            if self.stop_reason:  # every rank stops here; rank 0 says so
-                (log.warning if self.processes.is_main else log.info)(
-                    "stopping: %s; the last checkpoint is step %d", self.stop_reason, self.state.step)
-            elif self.last_valid_step != self.state.step:
-                self.validate(scheduled=False)
-            self.save_last()
+                self._end()
         finally:
             self.callbacks.finished(self.state)
         return self.state
+
+    def _end(self) -> None:
+        """Validate the last weights if they were not, save them; when the run ended (a budget,
+        early stopping), average its last validations' weights. After a stop signal or a bad
+        loss the weights kept for the average wait for the resume."""
+        if self.stop_reason:  # every rank stops here; rank 0 says so
+            (log.warning if self.processes.is_main else log.info)(
+                "stopping: %s; the last checkpoint is step %d", self.stop_reason, self.state.step)
+        elif self.last_valid_step != self.state.step:
+            self.validate(scheduled=False)
+        self.save_last()
+        if not self.stop_reason or self.early_stopped:
+            self.average_last()
+            self.callbacks.prune_kept(self.t.keep_checkpoints)
 
     def _run_epoch(self) -> None:
         """Train the rest of the current epoch, validating on schedule.
@@ -315,8 +328,8 @@ class Trainer:
         """
         s = self.state
         self.last_valid_step = s.step
-        if self.t.keep_checkpoints:
-            self.callbacks.keep(self.model, {"step": s.step, "run_id": s.run_id}, self.t.keep_checkpoints)
+        if self.kept_count:
+            self.callbacks.keep(self.model, {"step": s.step, "run_id": s.run_id}, self.kept_count)
         if not self.valid:  # nothing to select on: the newest weights are the best we know
             self.callbacks.save("best", self.model, None, {"step": s.step, "run_id": s.run_id})
             self.save_last()
@@ -348,8 +361,34 @@ class Trainer:
         s.stale_validations = 0 if score > s.best_scheduled_bleu else s.stale_validations + 1
         s.best_scheduled_bleu = max(s.best_scheduled_bleu, score)
         if self.t.patience_limit and s.stale_validations >= self.t.patience_limit:
+            self.early_stopped = True
             self.stop_reason = (f"early stopping: validation BLEU has not improved for "
                                 f"{s.stale_validations} validations")
+
+    @property
+    def kept_count(self) -> int:
+        """Validations whose weights are kept: those asked for, and those the end's average needs."""
+        averaged = self.t.average_last if self.valid else 0
+        return max(self.t.keep_checkpoints, averaged)
+
+    def average_last(self) -> None:
+        """The mean of the last ``average_last`` validations' weights, scored on the validation
+        BLEU set as every validation is, and saved as ``averaged``: the run's default weights
+        where it scores better than best (run.json)."""
+        if self.t.average_last < 2 or not self.valid:
+            return
+        averaged = self.processes.broadcast(self.callbacks.averaged(self.t.average_last))
+        if averaged is None:
+            return
+        steps, tensors = averaged
+        load_model_weights(self.model, tensors, Path("the average of the kept weights"))
+        score = self.valid_bleu()
+        s = self.state
+        self.average = {"steps": steps, "valid_bleu": score}
+        log.info("the average of the last %d validations' weights (steps %s): validation BLEU %.2f, best %.2f "
+                 "(step %d); the default weights are %s", len(steps), ", ".join(map(str, steps)), score,
+                 s.best_bleu, s.best_bleu_step, "the average" if score > s.best_bleu else "best")
+        self.callbacks.save_average(self.model, {"averaged_steps": steps, "valid_bleu": score, "run_id": s.run_id})
 
     def save_best_if(self, score: float) -> None:
         """Keep the weights with the best validation BLEU; on a tie the newer, more trained ones."""

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from conftest import TINY, clean_error, nmt
 from nmt.api import load
-from nmt.runtime.weights import available, kept_steps
+from nmt.runtime.weights import available, kept_steps, summary_of
 
 KEEP = ["--keep-checkpoints", "2", "--valid-every", "2"]
 
@@ -31,16 +31,18 @@ def kept_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_last_n_validations_are_kept_across_a_resume(kept_run: Path) -> None:
     assert kept_steps(kept_run) == [10, 12]
-    assert available(kept_run) == ["best", "last", "step-10", "step-12"]
+    assert available(kept_run) == ["averaged", "best", "last", "step-10", "step-12"]
+    # the end's average (five validations) reached back across the resume to the kept ones
+    assert summary_of(kept_run)["averaged"]["steps"] == [6, 8, 10, 12]
 
 
 def test_the_average_is_the_mean_of_the_kept_weights(kept_run: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(kept_run, run)
-    result = nmt("average", run, "--last", "2")
+    result = nmt("average", run, "--last", "2", "-o", "last2")
     assert result.returncode == 0, result.stderr
     a, b = (load_file(run / "checkpoints" / f"step-{k}.safetensors") for k in (10, 12))
-    mean = load_file(run / "averaged.safetensors")
+    mean = load_file(run / "last2.safetensors")
     assert set(mean) == {k for k in a if k.startswith("model.")}
     for key, value in mean.items():
         if value.is_floating_point():
@@ -75,11 +77,13 @@ def test_averaging_mistakes_are_refused(kept_run: Path, tiny_run: Path, corpus: 
     clean_error(nmt("average", run, "--steps", "10,11"), "--steps 10,11", "no step 11", "10, 12")
     clean_error(nmt("average", run, "--last", "3"), "--last 3", "keeps only 2")
     clean_error(nmt("average", run, "--last", "1"), "--last 1")
-    clean_error(nmt("average", run, "-o", "last"), "--output last", "training's own")
+    for name in ("last", "best", "default", "step-12", "step-999"):
+        clean_error(nmt("average", run, "-o", name), f"--output {name}", "the run's own weights")
+    clean_error(nmt("average", run), "--output averaged", "training made", "-o NAME")
     clean_error(nmt("average", tiny_run), "keeps no checkpoints", "--keep-checkpoints")
     # a step file of another run, put among this run's: refused by its run id
     other = tmp_path / "other"
     assert nmt("train", "--corpus", corpus, "--run-dir", other, "--max-steps", "2", *KEEP, *TINY).returncode == 0
     shutil.copy(other / "checkpoints" / "step-2.safetensors", run / "checkpoints" / "step-2.safetensors")
-    clean_error(nmt("average", run, "--steps", "2,12"), "step-2.safetensors", "not written by this run")
-    assert not (run / "averaged.safetensors").exists()
+    clean_error(nmt("average", run, "--steps", "2,12", "-o", "avg"), "step-2.safetensors", "not written by this run")
+    assert not (run / "avg.safetensors").exists()
