@@ -115,8 +115,9 @@ DEFAULT_MAX_EPOCHS = 50
 # A Transformer's settings that follow the size of its corpus: under SMALL_CORPUS_PAIRS training
 # pairs the first value, from there on the second. Tied decoder embeddings and more label
 # smoothing gained 1.7 BLEU on 30,000 fra-eng pairs and cost 0.5-1.6 on 70,000 and on all
-# 163,000 (docs/choices.md, "A small corpus"). None in a config stands for "by corpus size"
-# until nmt train has counted the pairs (RunConfig.for_corpus).
+# 163,000 (docs/small-corpus.md, "The Transformer's tied embeddings and label smoothing"). None
+# in a config stands for "by corpus size" until nmt train has counted the pairs
+# (RunConfig.for_corpus).
 SMALL_CORPUS_PAIRS = 50_000
 BY_CORPUS_SIZE: dict[str, tuple[Any, Any]] = {"tie_embeddings": (True, False), "label_smoothing": (0.2, 0.1)}
 
@@ -142,6 +143,11 @@ class TrainConfig:
     lr_decay: float = 0.5  # multiply lr by this when validation loss stops improving
     clip: float = 1.0
     label_smoothing: float | None = 0.1  # None: by the training-pair count (BY_CORPUS_SIZE)
+    # subword regularisation (Kudo 2018): each training pair segmented anew at every step,
+    # sampled from SentencePiece's lattice, smoothed by alpha (0: the best segmentation) over
+    # the nbest best (-1: all); validation and translation always take the best one
+    subword_alpha: float = 0.0
+    subword_nbest: int = -1
     valid_every: int = 0  # steps between validations; 0 = once per epoch
     valid_bleu_size: int = 1000  # validation sentences decoded for BLEU
     patience: int | None = None  # validations without a better BLEU before stopping; 0 = never;
@@ -303,6 +309,10 @@ class RunConfig:
         check(t.clip > 0, "clip", t.clip, "must be > 0")
         check(t.label_smoothing is None or 0 <= t.label_smoothing < 1, "label_smoothing", t.label_smoothing,
               "must be in [0, 1)")
+        check(t.subword_alpha is None or 0 <= t.subword_alpha <= 1, "subword_alpha", t.subword_alpha,
+              "must be in [0, 1] (0: off)")
+        check(t.subword_nbest == -1 or t.subword_nbest >= 2, "subword_nbest", t.subword_nbest,
+              "must be -1 (sample from every segmentation) or at least 2")
         choice(t, "kernels", ("fast", "reference"))
         choice(t, "schedule", ("plateau", "noam"))
         from nmt.runtime.precision import PRECISIONS  # here: config itself needs no torch

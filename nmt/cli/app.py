@@ -123,6 +123,13 @@ def train(
                                          rich_help_panel="Optimisation")] = None,
     label_smoothing: Annotated[Optional[float], Opt(help=with_default("label_smoothing", "Label smoothing."),
                                                     rich_help_panel="Optimisation")] = None,
+    subword_alpha: Annotated[Optional[float], Opt(help=with_default(
+        "subword_alpha", "Subword regularisation: segment each training pair anew at every step, sampled from "
+        "SentencePiece's lattice with this smoothing (0: off; smaller is more varied); validation and translation "
+        "use the best segmentation."), rich_help_panel="Optimisation")] = None,
+    subword_nbest: Annotated[Optional[int], Opt(help=with_default(
+        "subword_nbest", "Sample among the N best segmentations (-1: all of them)."),
+        rich_help_panel="Optimisation")] = None,
     valid_every: Annotated[Optional[int], Opt(help=with_default("valid_every", "Validate every N steps (0: each epoch)."),
                                               rich_help_panel="Optimisation")] = None,
     valid_bleu_size: Annotated[Optional[int], Opt(help=with_default("valid_bleu_size", "Validation sentences decoded for BLEU."),
@@ -161,7 +168,7 @@ def train(
     run_dir: Annotated[Optional[Path], Opt(help="Run directory. \\[default: checkpoints/<timestamp>]")] = None,
     resume: Annotated[Optional[Path], Opt(help="Continue this run from its last checkpoint; only "
                                           "--epochs/--max-steps/--max-minutes may change.")] = None,
-    init_from: Annotated[Optional[Path], Opt(help="Fine-tune: a new run that starts from this run's best weights, "
+    init_from: Annotated[Optional[Path], Opt(help="Fine-tune: a new run that starts from this run's default weights, "
                                              "tokenizer and model, with a fresh optimiser and schedule, on the data, "
                                              "budget and learning rate given (model flags are refused).")] = None,
     config: Annotated[Optional[Path], Opt(help="YAML file with any of these options; flags win.")] = None,

@@ -24,7 +24,7 @@ from nmt.data.corpus import ReadReport, check_report
 from nmt.data.sampling import Reservoir
 from nmt.data.sources import corpus_readers, read_given_set
 from nmt.data.split import HeldOut
-from nmt.data.store import StoreWriter
+from nmt.data.store import TEXT, StoreWriter
 from nmt.data.tokenizer import SPECIALS, Tokenizer
 from nmt.errors import SettingError
 
@@ -163,26 +163,30 @@ def encode(kept: Path, held_out: HeldOut, tokenizer: Tokenizer, directory: Path,
            max_ratio: float = 0.0) -> Encoded:
     """Encode the training pairs of 1 to ``max_pieces`` pieces a side, whose sides' piece counts
     differ at most ``max_ratio`` times (0: any), into the stores ``train.src`` and
-    ``train.tgt``, a chunk at a time."""
+    ``train.tgt``, a chunk at a time; their text into ``train.src.text`` and ``train.tgt.text``,
+    which subword sampling segments anew (:mod:`nmt.data.segmentation`)."""
     vocab = tokenizer.vocab_size
     seen = {side: np.zeros(vocab, dtype=bool) for side in ("src", "tgt")}
     result = Encoded()
-    with StoreWriter(directory, "train.src", vocab) as src_out, StoreWriter(directory, "train.tgt", vocab) as tgt_out:
+    with (StoreWriter(directory, "train.src", vocab) as src_out, StoreWriter(directory, "train.tgt", vocab) as tgt_out,
+          StoreWriter(directory, "train.src.text", vocab, TEXT) as src_text,
+          StoreWriter(directory, "train.tgt.text", vocab, TEXT) as tgt_text):
+        out = (src_out, tgt_out, src_text, tgt_text)
         chunk: list[tuple[int, str, str]] = []
         for item in read_kept(kept):
             if held_out.part(item[1]) == "train":
                 chunk.append(item)
             if len(chunk) == ENCODE_CHUNK:
-                _encode_chunk(chunk, tokenizer, max_pieces, max_ratio, (src_out, tgt_out), seen, result)
+                _encode_chunk(chunk, tokenizer, max_pieces, max_ratio, out, seen, result)
                 chunk = []
-        _encode_chunk(chunk, tokenizer, max_pieces, max_ratio, (src_out, tgt_out), seen, result)
+        _encode_chunk(chunk, tokenizer, max_pieces, max_ratio, out, seen, result)
     result.source_pieces, result.target_pieces = (side_pieces(np.flatnonzero(seen[side]).tolist())
                                                   for side in ("src", "tgt"))
     return result
 
 
 def _encode_chunk(chunk: list[tuple[int, str, str]], tokenizer: Tokenizer, max_pieces: int, max_ratio: float,
-                  out: tuple[StoreWriter, StoreWriter], seen: dict[str, np.ndarray], result: Encoded) -> None:
+                  out: tuple[StoreWriter, ...], seen: dict[str, np.ndarray], result: Encoded) -> None:
     if not chunk:
         return
     src, tgt = tokenizer.encode([s for _, s, _ in chunk]), tokenizer.encode([t for _, _, t in chunk])
@@ -201,6 +205,8 @@ def _encode_chunk(chunk: list[tuple[int, str, str]], tokenizer: Tokenizer, max_p
         writer.extend(kept)
         for seq in kept:
             seen[side][seq] = True
+    for column, writer in ((1, out[2]), (2, out[3])):
+        writer.extend([chunk[i][column].encode("utf-8") for i in keep])
 
 
 def share(part: int, whole: int) -> str:

@@ -4,7 +4,8 @@ prepare``); a resumed run, and every other rank, opens what was written.
 
 A directory of prepared data holds ``spm.model``, ``valid.tsv`` and ``test.tsv`` (the held-out
 pairs as text), the training pairs encoded flat (:mod:`nmt.data.store`: ``train.src`` and
-``train.tgt``) and ``data.json`` (:class:`nmt.data.manifest.Manifest`).
+``train.tgt``) and as text (``train.src.text``, ``train.tgt.text``; data an nmt before subword
+sampling prepared has none), and ``data.json`` (:class:`nmt.data.manifest.Manifest`).
 
 The passes that read and encode the corpus are :mod:`nmt.data.passes`; where its text comes
 from, :mod:`nmt.data.sources`.
@@ -26,7 +27,7 @@ from nmt.data.manifest import MANIFEST, Manifest, fingerprint
 from nmt.data.passes import Encoded, Kept, carve, check_overlap, encode, held_out_sets, kept_pairs
 from nmt.data.sampling import Reservoir
 from nmt.data.sources import absolute_sources, corpus_weights, source_paths
-from nmt.data.store import TokenStore
+from nmt.data.store import TextStore, TokenStore
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError, SettingError, SettingMessage, shown
 from nmt.runtime.fileio import atomic_path, atomic_write_lines
@@ -36,8 +37,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class RunData:
-    """A run's tokenizer, encoded training pairs (memory-mapped), raw held-out pairs, and the
-    manifest that says what they hold."""
+    """A run's tokenizer, encoded training pairs (memory-mapped) and their text (None in data
+    prepared before it was stored), raw held-out pairs, and the manifest that says what they hold."""
 
     tokenizer: Tokenizer
     train_src: TokenStore
@@ -45,6 +46,7 @@ class RunData:
     valid: list[tuple[str, str]]
     test: list[tuple[str, str]]
     manifest: Manifest
+    train_text: tuple[TextStore, TextStore] | None = None
 
     @property
     def source_pieces(self) -> list[int]:
@@ -56,11 +58,20 @@ class RunData:
         """Ids the decoder reads and the generator scores: specials and training-target pieces."""
         return self.manifest.target_pieces
 
+    def rows(self, config: RunConfig) -> tuple[list[int], list[int]]:
+        """The pieces each side of ``config``'s model has rows for: those of the training pairs'
+        best segmentations, or with subword sampling every piece, since a sampled segmentation
+        may hold any (and none may become ``<unk>``)."""
+        if config.train.subword_alpha:
+            every = list(range(self.tokenizer.vocab_size))
+            return every, every
+        return self.source_pieces, self.target_pieces
+
     def sized(self, config: RunConfig) -> RunConfig:
         """``config`` with the vocabulary and each side's piece count of this data."""
-        return config.replace(vocab=self.tokenizer.vocab_size, source_pieces=len(self.source_pieces),
-                              target_pieces=len(self.target_pieces),
-                              tokenizer_sha256=self.tokenizer.sha256)
+        source, target = self.rows(config)
+        return config.replace(vocab=self.tokenizer.vocab_size, source_pieces=len(source),
+                              target_pieces=len(target), tokenizer_sha256=self.tokenizer.sha256)
 
 
 # --- the passes -----------------------------------------------------------------------
@@ -193,8 +204,13 @@ def open_run_data(directory: Path, tokenizer: Tokenizer | None = None) -> RunDat
     train_src, train_tgt = TokenStore.open(directory, "train.src"), TokenStore.open(directory, "train.tgt")
     if len(train_src) != len(train_tgt) or len(train_src) != manifest.pairs["train"]:
         raise NmtError(f"{directory}: the encoded training pairs do not match data.json; prepare the data again")
+    text = None
+    if (directory / "train.src.text.ids.npy").exists():
+        text = TextStore.open(directory, "train.src.text"), TextStore.open(directory, "train.tgt.text")
+        if len(text[0]) != len(train_src) or len(text[1]) != len(train_src):
+            raise NmtError(f"{directory}: the training text does not match the encoded pairs; prepare the data again")
     return RunData(tokenizer, train_src, train_tgt, read_pairs(directory / "valid.tsv"),
-                   read_pairs(directory / "test.tsv"), manifest)
+                   read_pairs(directory / "test.tsv"), manifest, text)
 
 
 def check_run_data(cfg: DataConfig, run_dir: Path) -> None:

@@ -2,7 +2,8 @@
 of pairs costs a run no memory of its own: the operating system pages in what batches read.
 
 A store named NAME is three NumPy files: ``NAME.ids.npy``, every sequence's ids end to end
-(int16 where the vocabulary fits in it, else int32), ``NAME.offsets.npy`` (int64), where
+(int16 where the vocabulary fits in it, else int32; a :class:`TextStore`'s, the UTF-8 bytes of
+each text, uint8), ``NAME.offsets.npy`` (int64), where
 sequence i is ``ids[offsets[i]:offsets[i + 1]]``, and ``NAME.lengths.npy`` (int32), each
 sequence's length, which batching reads for every pair (a third of what the offsets would
 cost to read and difference each epoch). They are written a chunk at a time, under temporary
@@ -65,14 +66,14 @@ class StoreWriter:
     """Writes the store ``name`` in ``directory``: ``with StoreWriter(...) as w: w.extend(seqs)``.
     Nothing of it is in place until the block ends without an error."""
 
-    def __init__(self, directory: Path, name: str, vocab_size: int) -> None:
-        self.ids = _FlatWriter(directory / f"{name}.ids.npy", ids_dtype(vocab_size))
+    def __init__(self, directory: Path, name: str, vocab_size: int, dtype: np.dtype | None = None) -> None:
+        self.ids = _FlatWriter(directory / f"{name}.ids.npy", dtype or ids_dtype(vocab_size))
         self.offsets = _FlatWriter(directory / f"{name}.offsets.npy", np.dtype(np.int64))
         self.lengths = _FlatWriter(directory / f"{name}.lengths.npy", np.dtype(np.int32))
         self.offsets.append(np.zeros(1, dtype=np.int64))
         self.count = 0
 
-    def extend(self, sequences: list[list[int]]) -> None:
+    def extend(self, sequences: list[list[int]] | list[bytes]) -> None:
         lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
         total = int(lengths.sum())
         self.ids.append(np.fromiter(itertools.chain.from_iterable(sequences), dtype=self.ids.dtype, count=total))
@@ -109,6 +110,8 @@ class TokenStore(Sequence):
     the lengths as the module says; memory-mapped when :meth:`open` read them, a sequence
     then read from its files (:class:`_Reader`)."""
 
+    KIND = "i"  # what the ids are: signed integers
+
     def __init__(self, ids: np.ndarray, offsets: np.ndarray, lengths: np.ndarray,
                  readers: tuple[_Reader, _Reader] | None = None) -> None:
         self.ids, self.offsets, self._lengths, self._readers = ids, offsets, lengths, readers
@@ -122,7 +125,7 @@ class TokenStore(Sequence):
         except (OSError, ValueError) as e:
             raise NmtError(f"{directory}: cannot read the encoded data {name} ({e})") from None
         if (ids.ndim != 1 or offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0
-                or offsets[-1] != len(ids) or ids.dtype.kind != "i" or offsets.dtype != np.int64
+                or offsets[-1] != len(ids) or ids.dtype.kind != cls.KIND or offsets.dtype != np.int64
                 or lengths.shape != (len(offsets) - 1,) or lengths.dtype != np.int32):
             raise NmtError(f"{directory}: the encoded data {name} is damaged; prepare the data again")
         return cls(ids, offsets, lengths, (_Reader(paths[0], ids), _Reader(paths[1], offsets)))
@@ -131,14 +134,18 @@ class TokenStore(Sequence):
         return len(self.offsets) - 1
 
     def __getitem__(self, index: int) -> list[int]:
+        return self.span(index).tolist()
+
+    def span(self, index: int) -> np.ndarray:
+        """Sequence ``index``'s ids as they are stored."""
         if not -len(self) <= index < len(self):
             raise IndexError(f"sequence {index} of {len(self)}")
         index %= len(self)
         if self._readers is None:
-            return self.ids[self.offsets[index]:self.offsets[index + 1]].tolist()
+            return self.ids[self.offsets[index]:self.offsets[index + 1]]
         ids, offsets = self._readers
         start, end = offsets.read(index, 2).tolist()
-        return ids.read(start, end - start).tolist()
+        return ids.read(start, end - start)
 
     def __iter__(self) -> Iterator[list[int]]:
         return (self[i] for i in range(len(self)))
@@ -156,6 +163,18 @@ class TokenStore(Sequence):
 
     def __repr__(self) -> str:
         return f"TokenStore({len(self)} sequences, {len(self.ids)} ids, {self.ids.dtype})"
+
+
+class TextStore(TokenStore):
+    """Texts stored as a store's sequences of UTF-8 bytes: ``store[i]`` is text ``i``."""
+
+    KIND = "u"
+
+    def __getitem__(self, index: int) -> str:  # type: ignore[override]
+        return self.span(index).tobytes().decode("utf-8")
+
+
+TEXT = np.dtype(np.uint8)  # a TextStore's ids
 
 
 def in_memory(sequences: Sequence[list[int]], vocab_size: int) -> TokenStore:

@@ -89,9 +89,9 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
     data_cfg = dataclasses.replace(config.data, valid_size=0, test_size=0)
     with tempfile.TemporaryDirectory() as tmp:
         data = prepare_run_data(data_cfg, Path(tmp), corpus_limit=pairs)
-        config = data.sized(config).for_corpus(len(data.train_src))
+        config = data.sized(config.for_corpus(len(data.train_src)))
         torch.manual_seed(config.train.seed)
-        model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(device)
+        model = build_model(config.model, PAD_ID, *data.rows(config)).to(device)
         trainer = Trainer(config, model, data, device, TrainCallbacks())
         batches = list(trainer.batches_of_epoch(0))
         if warmup:  # second where it can be: the first step creates Adam's state, held ever after
@@ -110,8 +110,7 @@ def bench_training(config: RunConfig, pairs: int | None, steps: int, warmup: int
                  for index in batches[warmup:warmup + steps]]
     # Counted after the translation phases, so that no phase's peak RSS includes the count's
     # memory; the piece ids go as tensors (holding the lists' int objects kept 70 MB alive).
-    count = functools.partial(_efficiency, config, torch.tensor(data.source_pieces),
-                              torch.tensor(data.target_pieces), timed, seconds, device)
+    count = functools.partial(_efficiency, config, *map(torch.tensor, data.rows(config)), timed, seconds, device)
     sentences = sum(b.src.size(0) for b in timed)
     src_pieces = sum(int(b.src_len.sum()) for b in timed)
     tgt_pieces = sum(b.n_tokens for b in timed)

@@ -218,6 +218,8 @@ def model_card(run_dir: Path) -> dict[str, Any]:
         "training": {"steps": summary.get("steps", records[-1]["step"] if records else 0),
                      "epochs": summary.get("epochs_completed"), "budget": config.train.budget_text(),
                      **({"set by corpus size": config.train.by_corpus_size} if config.train.by_corpus_size else {}),
+                     "subword sampling": (f"alpha {config.train.subword_alpha:g}, nbest {config.train.subword_nbest}"
+                                          if config.train.subword_alpha else "off (the best segmentation)"),
                      "stopped by": summary.get("stopped_by", "unknown (run unfinished or older)"),
                      "seconds": summary.get("train_seconds"), "device": summary.get("device"),
                      "precision": summary.get("precision", "fp32")},

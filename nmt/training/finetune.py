@@ -60,7 +60,7 @@ def parent_tokenizer(init_from: Path, parent: RunConfig) -> Tokenizer:
 
 
 def parent_model(init_from: Path, device: torch.device) -> TranslationModel:
-    """The parent's best weights (last, if it never validated), in training mode."""
+    """The parent's default weights (best or its average; last, if it never validated), in training mode."""
     _, model, _ = load_run(init_from, device)
     return model.train()
 

@@ -105,7 +105,7 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
             model = finetune.parent_model(Path(config.train.init_from), processes.device)
             unknown = finetune.report_unknown(data, model) if processes.is_main else {}
         else:
-            model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces).to(processes.device)
+            model = build_model(config.model, PAD_ID, *data.rows(config)).to(processes.device)
             unknown = None
         log.info("run %s: %d parameters, vocabulary %d: %d pieces in sources, %d in targets", run_dir,
                  count_parameters(model), config.model.vocab, config.model.source_pieces,
@@ -132,14 +132,28 @@ def _set_up_new_run(config: RunConfig, run_dir: Path, strict: bool, held: ExitSt
                     shutil.copyfile(Path(config.data.data) / name, tmp)
         else:
             data = prepare_run_data(config.data, run_dir, strict, cut_with=cut_with)
+        config = config.for_corpus(len(data.train_src))
+        check_sampling(config, data, parent)
         if cut_with is None:  # a fine-tuned run keeps its parent's model and rows
             config = data.sized(config)
-        config = config.for_corpus(len(data.train_src))
         if config.train.by_corpus_size:
             log.info("set by the corpus size: %s", config.train.by_corpus_size)
         config = config.replace(**absolute_sources(config.data))
         save_config(config, run_dir / "config.yaml")
     return config, data
+
+
+def check_sampling(config: RunConfig, data: RunData, parent: Path | None) -> None:
+    """Subword sampling needs the training pairs' text, and rows for every piece."""
+    if not config.train.subword_alpha:
+        return
+    if data.train_text is None:
+        raise SettingError("subword_alpha", config.train.subword_alpha, "samples segmentations of the training "
+                           "text, which data prepared by an older nmt lacks; prepare it again, or give 0")
+    m = config.model
+    if parent is not None and not m.vocab == m.source_pieces == m.target_pieces:
+        raise SettingError("subword_alpha", config.train.subword_alpha, f"{parent} has rows only for the pieces "
+                           "of its training pairs' best segmentations, and a sampled one may hold others; give 0")
 
 
 def _follow_new_run(run_dir: Path, rank: int) -> tuple[RunConfig, RunData]:

@@ -27,6 +27,7 @@ import torch
 from nmt.config import RunConfig
 from nmt.data.batching import BatchPlan, bucket_batches, make_batch, split_passes, weighted_pairs
 from nmt.data.prepare import RunData
+from nmt.data.segmentation import Sides, TrainingPairs
 from nmt.inference.metrics import bleu
 from nmt.inference.translate import Translator
 from nmt.models.interface import TranslationModel
@@ -98,6 +99,8 @@ class Trainer:
         self.grad_norm = 0.0  # the last step's, before clipping
         self.samples: list[tuple[str, str, str]] = []  # the last validation's first translations
         self.src_lens, self.tgt_lens = data.train_src.lengths(), data.train_tgt.lengths()  # (pairs,), mapped
+        self.pairs = TrainingPairs(data, self.t.subword_alpha, self.t.subword_nbest, self.t.seed,
+                                   config.data.max_pieces)
         self._plan: tuple[int, BatchPlan] | None = None  # the last epoch's, which every step reads
         self.valid = data.valid
         self.valid_src = data.tokenizer.encode([s for s, _ in self.valid])
@@ -129,10 +132,11 @@ class Trainer:
         is summed over them, the gradient all-reduced.
         """
         world = self.processes.world
-        tokens = sum(int(self.tgt_lens[index].sum()) + len(index) for index in group)  # + EOS
+        batches = self._draw(group)
+        tokens = sum(len(t) + 1 for _, tgt in batches for t in tgt)  # + EOS
         self.step_tokens = tokens
         self.optimizer.zero_grad(set_to_none=True)
-        passes = [(part, weight) for index in group for part, weight in self._passes(index, world / tokens)]
+        passes = [(part, weight) for sides in batches for part, weight in self._passes(sides, world / tokens)]
         loss_sum = 0.0
         for k, (part, weight) in enumerate(passes):
             with no_sync(self.replica) if k < len(passes) - 1 else contextlib.nullcontext():
@@ -161,24 +165,32 @@ class Trainer:
             release_freed_memory()
         return loss
 
-    def _passes(self, index: list[int], weight: float) -> list[tuple[list[int], float]]:
-        """This rank's share of the global batch ``index``, as forward passes of at most
+    def _draw(self, group: list[list[int]]) -> list[Sides]:
+        """Each global batch's pairs as this step reads them (:class:`TrainingPairs`: sampled
+        segmentations, the same on every rank, or the stored ones)."""
+        src, tgt = self.pairs.draw([i for index in group for i in index], self.state.step + 1)
+        bounds = np.cumsum([0] + [len(index) for index in group])
+        return [(src[a:b], tgt[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def _passes(self, sides: Sides, weight: float) -> list[tuple[Sides, float]]:
+        """This rank's share of a global batch's pairs, as forward passes of at most
         ``max_pass_pieces`` padded pieces, each with the weight of its summed loss.
 
         A rank whose share is empty runs one sentence at weight 0, since every rank must take
         part in the gradients' all-reduce.
         """
-        mine = self.processes.shard(index)
+        src, tgt = sides
+        mine = self.processes.shard(list(range(len(src))))
         if not mine:
-            return [(index[:1], 0.0)]
-        parts = split_passes(mine, self.src_lens, self.tgt_lens, self.t.max_pass_pieces)
-        return [(part, weight) for part in parts]
+            return [((src[:1], tgt[:1]), 0.0)]
+        src_lens, tgt_lens = (np.fromiter(map(len, side), dtype=np.int32, count=len(side)) for side in sides)
+        parts = split_passes(mine, src_lens, tgt_lens, self.t.max_pass_pieces)
+        return [(([src[k] for k in part], [tgt[k] for k in part]), weight) for part in parts]
 
-    def _backward(self, index: list[int], weight: float) -> float:
-        """Forward and backward over the corpus pairs ``index``, the summed loss weighted by
-        ``weight``; returns the (unweighted) summed loss."""
-        batch = make_batch([self.data.train_src[i] for i in index],
-                           [self.data.train_tgt[i] for i in index]).to(self.device)
+    def _backward(self, sides: Sides, weight: float) -> float:
+        """Forward and backward over the pairs ``sides`` (sources' and targets' ids), the summed
+        loss weighted by ``weight``; returns the (unweighted) summed loss."""
+        batch = make_batch(*sides).to(self.device)
         with autocast(self.device, self.precision):
             loss = batch_loss(self.model, batch, self.t.label_smoothing, forward=self.replica)
         with lost_peers():

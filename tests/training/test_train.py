@@ -191,8 +191,8 @@ def test_a_batch_run_in_several_passes_takes_the_same_step(tmp_path, corpus_file
     whole = _config(corpus_file, max_steps=3, valid_every=3, dropout=0.0)
     train_new_run(whole, tmp_path / "whole")
     passes, backward = [], Trainer._backward
-    monkeypatch.setattr(Trainer, "_backward", lambda self, index, weight: passes.append(index) or
-                        backward(self, index, weight))
+    monkeypatch.setattr(Trainer, "_backward", lambda self, sides, weight: passes.append(sides[0]) or
+                        backward(self, sides, weight))
     train_new_run(whole.replace(max_pass_pieces=60), tmp_path / "passes")
     assert len(passes) > 3 and all(len(p) * 4 <= 60 or len(p) == 1 for p in passes)
     a, b = _last_weights(tmp_path / "whole"), _last_weights(tmp_path / "passes")

@@ -1,0 +1,43 @@
+"""The training pairs as a step reads them: each side's stored best segmentation, or, with
+subword regularisation (Kudo 2018), a segmentation SentencePiece samples from the pair's text
+at every step. Validation, test and translation always take the best one.
+
+Sampling is seeded by the run's seed and the step, so every rank draws the same segmentations
+for a step (each runs its share, all count the step's target pieces alike) and a resumed run
+draws what an uninterrupted one would.
+"""
+from __future__ import annotations
+
+import sentencepiece as spm
+
+from nmt.data.prepare import RunData
+
+Sides = tuple[list[list[int]], list[list[int]]]  # the sources' and the targets' piece ids
+
+
+class TrainingPairs:
+    """Piece ids of training pairs by corpus index, for ``data``: sampled with smoothing ``alpha``
+    over the ``nbest`` best segmentations (-1: all) when ``alpha`` > 0, else the stored ones. A
+    sampled side longer than ``max_pieces`` (the longest a prepared pair may be) keeps its best
+    segmentation."""
+
+    def __init__(self, data: RunData, alpha: float = 0.0, nbest: int = -1, seed: int = 1,
+                 max_pieces: int = 64) -> None:
+        self.data, self.alpha, self.nbest, self.seed, self.max_pieces = data, alpha, nbest, seed, max_pieces
+        if alpha and data.train_text is None:
+            raise ValueError("subword sampling needs the training text (data.train_text)")
+
+    def draw(self, index: list[int], step: int) -> Sides:
+        """The sources' and the targets' ids of the pairs ``index`` at optimiser step ``step``."""
+        best = [self.data.train_src[i] for i in index], [self.data.train_tgt[i] for i in index]
+        if not self.alpha:
+            return best
+        spm.set_random_generator_seed(self.seed * 1_000_003 + step)
+        sampled = [self._sample([text[i] for i in index]) for text in self.data.train_text]
+        return tuple([s if len(s) <= self.max_pieces else b for s, b in zip(side, stored)]  # type: ignore[return-value]
+                     for side, stored in zip(sampled, best))
+
+    def _sample(self, texts: list[str]) -> list[list[int]]:
+        # one thread: its generator is the one the seed was set for
+        return self.data.tokenizer.sp.encode(texts, enable_sampling=True, alpha=self.alpha, nbest_size=self.nbest,
+                                             num_threads=1)

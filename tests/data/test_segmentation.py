@@ -1,0 +1,118 @@
+"""Subword sampling: training batches get sampled segmentations of the pairs' own text, drawn
+the same for a step on every rank and after a resume; validation and translation always take
+the best segmentation, so a run's translations do not depend on it."""
+import shutil
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from nmt.config import build_config
+from nmt.data.prepare import open_run_data
+from nmt.data.segmentation import TrainingPairs
+from nmt.errors import SettingError
+from nmt.training.runs import resume_run, train_new_run
+
+
+def _config(corpus, **extra):
+    options = {"corpus": str(corpus), "embed_size": 8, "hidden_size": 12, "layers": 1,
+               "vocab_size": 60, "batch_size": 16, "max_steps": 8, "valid_every": 4,
+               "valid_bleu_size": 20, "valid_size": 10, "test_size": 10, "device": "cpu",
+               "precision": "fp32", "average_last": 0}
+    return build_config({}, {**options, **extra})
+
+
+@pytest.fixture(scope="module")
+def sampled_run(corpus_file, tmp_path_factory):
+    run = tmp_path_factory.mktemp("sampled") / "run"
+    train_new_run(_config(corpus_file, subword_alpha=0.2), run)
+    return run
+
+
+def test_prepared_data_holds_each_training_pairs_text(sampled_run):
+    data = open_run_data(sampled_run)
+    src_text, tgt_text = data.train_text
+    assert len(src_text) == len(data.train_src) > 100
+    for i in range(0, len(src_text), 37):
+        assert data.tokenizer.encode([src_text[i], tgt_text[i]]) == [data.train_src[i], data.train_tgt[i]]
+
+
+def test_sampled_segmentations_are_of_the_same_text_and_seeded_by_the_step(sampled_run):
+    data = open_run_data(sampled_run)
+    index = list(range(64))
+    best = TrainingPairs(data).draw(index, step=1)
+    pairs = TrainingPairs(data, alpha=0.2, seed=1, max_pieces=64)
+    first, again, later = pairs.draw(index, 1), pairs.draw(index, 1), pairs.draw(index, 2)
+    assert first == again and first != later and first != best
+    for sampled, stored in zip(first, best):  # each side: another segmentation of the same text
+        assert any(s != b for s, b in zip(sampled, stored))
+        assert data.tokenizer.decode(sampled) == data.tokenizer.decode(stored)
+        assert max(map(max, sampled)) < data.tokenizer.vocab_size
+    short = TrainingPairs(data, alpha=0.2, seed=1, max_pieces=8).draw(index, 1)
+    assert all(len(s) <= 8 or s == b for side, stored in zip(short, best) for s, b in zip(side, stored))
+
+
+def test_only_training_batches_are_sampled_and_translations_do_not_depend_on_it(sampled_run, corpus_file,
+                                                                                 tmp_path, monkeypatch):
+    from nmt.api import load
+    from nmt.training import trainer as trainer_module
+
+    config = yaml.safe_load((sampled_run / "config.yaml").read_text())
+    assert config["train"]["subword_alpha"] == 0.2
+    # every piece has a row on both sides: a sampled one never becomes <unk>
+    assert config["model"]["source_pieces"] == config["model"]["target_pieces"] == config["model"]["vocab"]
+    model = load(sampled_run, "cpu", "fp32")
+    sources = ["Tom sees the cat.", "Mary likes the bird."]
+    outputs = model.translate(sources, beam=2)
+    assert [t.pieces for t in outputs[0]] == [t.pieces for t in model.translate(sources, beam=2)[0]]
+    assert list(outputs[0][0].source_pieces) == model.translator().tokenizer.pieces(
+        model.translator().tokenizer.encode([sources[0]])[0])
+    copy = tmp_path / "copy"
+    shutil.copytree(sampled_run, copy)
+    config["train"]["subword_alpha"] = 0.0
+    (copy / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert [[t.text for t in n] for n in load(copy, "cpu", "fp32").translate(sources, beam=2)] == \
+        [[t.text for t in n] for n in outputs]
+    # in training, the validation sources are the best segmentation; the batches are not
+    seen = {}
+    original = trainer_module.Trainer._draw
+
+    def spy(self, group):
+        seen.setdefault("valid", self.valid_src == self.data.tokenizer.encode([s for s, _ in self.valid]))
+        drawn = original(self, group)
+        seen.setdefault("stored", [self.data.train_src[i] for i in group[0]] == drawn[0][0])
+        return drawn
+
+    monkeypatch.setattr(trainer_module.Trainer, "_draw", spy)
+    train_new_run(_config(corpus_file, subword_alpha=0.2, max_steps=1), tmp_path / "spied")
+    assert seen == {"valid": True, "stored": False}
+
+
+def test_a_sampled_run_resumes_exactly(corpus_file, tmp_path):
+    config = _config(corpus_file, subword_alpha=0.2, max_steps=8)
+    train_new_run(config, tmp_path / "whole")
+    train_new_run(config.replace(max_steps=3), tmp_path / "part")
+    resume_run(tmp_path / "part", {"max_steps": 8})
+    a, b = (load_file(r / "last.safetensors") for r in (tmp_path / "whole", tmp_path / "part"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    plain = load_file(train_new_run(config.replace(subword_alpha=0.0), tmp_path / "plain") and
+                      tmp_path / "plain" / "last.safetensors")
+    assert not torch.equal(plain["model.generator.proj.weight"][:4], a["model.generator.proj.weight"][:4])
+
+
+def test_data_without_the_training_text_is_refused_for_sampling(corpus_file, tmp_path):
+    from nmt.data.prepare import prepare_data_dir
+
+    data = tmp_path / "data"
+    prepare_data_dir(_config(corpus_file).data, data)
+    for part in ("ids", "offsets", "lengths"):  # as an nmt before subword sampling prepared it
+        for side in ("src", "tgt"):
+            (data / f"train.{side}.text.{part}.npy").unlink()
+    assert open_run_data(data).train_text is None
+    config = build_config({}, {"data": str(data), "max_steps": 1, "embed_size": 8, "hidden_size": 12,
+                               "layers": 1, "device": "cpu", "subword_alpha": 0.1})
+    with pytest.raises(SettingError, match="subword_alpha.*prepare it again"):
+        train_new_run(config, tmp_path / "run")
+    assert np.isfinite(train_new_run(config.replace(subword_alpha=0.0), tmp_path / "plain").best_bleu)
