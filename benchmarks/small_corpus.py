@@ -42,6 +42,9 @@ CONFIGS = {
     "gru-v4000": ["--vocab-size", "4000"],
     "gru-v2000": ["--vocab-size", "2000"],
     "transformer-v4000": ["--arch", "transformer", "--vocab-size", "4000"],
+    # subword sampling (Kudo 2018) from the whole lattice
+    "gru-v4000-sampled": ["--vocab-size", "4000", "--subword-alpha", "0.2"],
+    "transformer-v4000-sampled": ["--arch", "transformer", "--vocab-size", "4000", "--subword-alpha", "0.2"],
     # under 50,000 pairs: the decoder's input and output embeddings tied, label smoothing 0.2
     "transformer": ["--arch", "transformer"],
     "transformer-large-corpus": ["--arch", "transformer", *OLD],
