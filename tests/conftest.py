@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, RunConfig, build_config
 from nmt.data.tokenizer import PAD_ID, Tokenizer
 from nmt.models.build import build_model
 from nmt.models.rnn.seq2seq import Seq2Seq
@@ -27,6 +27,18 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--vocab-size", "60", "--embed-size", "8", "--hidden-size", "12", "--layers", "1",
         "--batch-size", "4", "--device", "cpu", "--valid-size", "5", "--test-size", "5",
         "--valid-bleu-size", "10", "--precision", "fp32"]
+
+
+
+def tiny_config(corpus: Path, **extra: object) -> RunConfig:
+    """A tiny GRU run's config on ``corpus`` for training in-process (``train_new_run``): 12
+    steps, validated every 6; ``extra`` replaces any setting."""
+    options = {"corpus": str(corpus), "embed_size": 8, "hidden_size": 12, "layers": 1,
+               "vocab_size": 60, "batch_size": 16, "max_steps": 12, "valid_every": 6,
+               "valid_bleu_size": 20, "valid_size": 10, "test_size": 10, "device": "cpu",
+               "precision": "fp32"}
+    return build_config({}, {**options, **extra})
+
 
 EN_FR = {"tom": "tom", "mary": "marie", "sees": "voit", "likes": "aime", "chases": "chasse",
          "the": "le", "cat": "chat", "dog": "chien", "mouse": "souris", "bird": "oiseau",

@@ -9,6 +9,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from conftest import tiny_config
 from nmt.config import build_config
 from nmt.data.prepare import open_run_data
 from nmt.data.segmentation import TrainingPairs
@@ -17,11 +18,7 @@ from nmt.training.runs import resume_run, train_new_run
 
 
 def _config(corpus, **extra):
-    options = {"corpus": str(corpus), "embed_size": 8, "hidden_size": 12, "layers": 1,
-               "vocab_size": 60, "batch_size": 16, "max_steps": 8, "valid_every": 4,
-               "valid_bleu_size": 20, "valid_size": 10, "test_size": 10, "device": "cpu",
-               "precision": "fp32", "average_last": 0}
-    return build_config({}, {**options, **extra})
+    return tiny_config(corpus, **{"max_steps": 8, "valid_every": 4, "average_last": 0, **extra})
 
 
 @pytest.fixture(scope="module")

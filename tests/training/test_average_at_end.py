@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from nmt.config import build_config
+from conftest import tiny_config
 from nmt.errors import ConfigError
 from nmt.runtime.weights import default_weights, kept_steps, summary_of, weights_path
 from nmt.tools.inspect import model_card
@@ -14,11 +14,7 @@ from nmt.training.runs import resume_run, train_new_run
 
 
 def _config(corpus, **extra):
-    options = {"corpus": str(corpus), "embed_size": 8, "hidden_size": 12, "layers": 1,
-               "vocab_size": 60, "batch_size": 16, "max_steps": 10, "valid_every": 2,
-               "valid_bleu_size": 20, "valid_size": 10, "test_size": 10, "device": "cpu",
-               "precision": "fp32", "lr": 0.02}
-    return build_config({}, {**options, **extra})
+    return tiny_config(corpus, **{"max_steps": 10, "valid_every": 2, "lr": 0.02, **extra})
 
 
 def test_the_average_is_the_mean_of_the_last_validations_and_is_scored(tmp_path, corpus_file):

@@ -3,31 +3,24 @@ import json
 import torch
 from safetensors.torch import load_file
 
-from nmt.config import build_config, read_run_config
+from conftest import tiny_config
+from nmt.config import read_run_config
 from nmt.training.runs import train_new_run
 
 
-def _config(corpus, **extra):
-    options = {"corpus": str(corpus), "embed_size": 8, "hidden_size": 12, "layers": 1,
-               "vocab_size": 60, "batch_size": 16, "max_steps": 12, "valid_every": 6,
-               "valid_bleu_size": 20, "valid_size": 10, "test_size": 10, "device": "cpu",
-               "precision": "fp32"}
-    return build_config({}, {**options, **extra})
-
-
 def test_same_seed_same_data_gives_the_same_model(tmp_path, corpus_file):
-    train_new_run(_config(corpus_file), tmp_path / "a")
-    train_new_run(_config(corpus_file), tmp_path / "b")
+    train_new_run(tiny_config(corpus_file), tmp_path / "a")
+    train_new_run(tiny_config(corpus_file), tmp_path / "b")
     a, b = load_file(tmp_path / "a" / "last.safetensors"), load_file(tmp_path / "b" / "last.safetensors")
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a if not k.startswith("rng"))
-    train_new_run(_config(corpus_file, seed=2), tmp_path / "c")
+    train_new_run(tiny_config(corpus_file, seed=2), tmp_path / "c")
     c = load_file(tmp_path / "c" / "last.safetensors")
     assert not torch.equal(a["model.generator.proj.weight"], c["model.generator.proj.weight"])
 
 
 def test_run_directory_holds_everything_a_run_needs(tmp_path, corpus_file):
-    state = train_new_run(_config(corpus_file), tmp_path / "run")
+    state = train_new_run(tiny_config(corpus_file), tmp_path / "run")
     names = {p.name for p in (tmp_path / "run").iterdir()}
     assert {"config.yaml", "spm.model", "valid.tsv", "test.tsv", "best.safetensors",
             "last.safetensors", "metrics.jsonl", "run.json"} <= names
@@ -42,7 +35,7 @@ def test_run_directory_holds_everything_a_run_needs(tmp_path, corpus_file):
 
 
 def test_held_out_sources_never_occur_in_training(tmp_path, corpus_file):
-    train_new_run(_config(corpus_file, max_steps=1), tmp_path / "run")
+    train_new_run(tiny_config(corpus_file, max_steps=1), tmp_path / "run")
     held = {line.split("\t")[0] for name in ("valid.tsv", "test.tsv")
             for line in (tmp_path / "run" / name).read_text().splitlines()}
     train = {line.split("\t")[0] for line in corpus_file.read_text().splitlines()} - held
@@ -51,7 +44,7 @@ def test_held_out_sources_never_occur_in_training(tmp_path, corpus_file):
 
 def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, corpus_file):
     from nmt.training.runs import resume_run
-    full = _config(corpus_file, max_steps=14, valid_every=4, dropout=0.3, lr_decay=0.5)
+    full = tiny_config(corpus_file, max_steps=14, valid_every=4, dropout=0.3, lr_decay=0.5)
     train_new_run(full, tmp_path / "full")
     train_new_run(full.replace(max_steps=6), tmp_path / "part")
     resume_run(tmp_path / "part", {"max_steps": 14})
@@ -66,7 +59,7 @@ def test_non_finite_loss_stops_without_touching_the_weights(tmp_path, corpus_fil
     from nmt.inference import loading
     from nmt.runtime import checkpoint
     from nmt.training.runs import resume_run
-    train_new_run(_config(corpus_file, max_steps=4), tmp_path / "run")
+    train_new_run(tiny_config(corpus_file, max_steps=4), tmp_path / "run")
     before = load_file(tmp_path / "run" / "last.safetensors")
     path = tmp_path / "run" / "last.safetensors"
     tensors, meta = checkpoint.read(path, loading.skeleton(read_run_config(path.parent / "config.yaml").model),
@@ -83,14 +76,14 @@ def test_non_finite_loss_stops_without_touching_the_weights(tmp_path, corpus_fil
 
 def test_patience_stops_when_bleu_stalls(tmp_path, corpus_file):
     # lr so small that BLEU stays at its first value: the second validation is already stale
-    state = train_new_run(_config(corpus_file, max_steps=40, valid_every=2, patience=1, lr=1e-9),
+    state = train_new_run(tiny_config(corpus_file, max_steps=40, valid_every=2, patience=1, lr=1e-9),
                           tmp_path / "run")
     assert state.step == 4
 
 
 def test_with_no_budget_given_a_run_trains_until_validation_stalls(tmp_path, corpus_file):
     # the default budget: patience 3, so the first validation and three stale ones
-    config = _config(corpus_file, max_steps=None, valid_every=2, lr=1e-9)
+    config = tiny_config(corpus_file, max_steps=None, valid_every=2, lr=1e-9)
     assert config.train.default_budget and config.train.patience_limit == 3
     state = train_new_run(config, tmp_path / "run")
     assert state.step == 8
@@ -99,7 +92,7 @@ def test_with_no_budget_given_a_run_trains_until_validation_stalls(tmp_path, cor
 
 
 def test_a_budget_given_turns_the_default_patience_off(tmp_path, corpus_file):
-    config = _config(corpus_file, max_steps=12, valid_every=2, lr=1e-9)
+    config = tiny_config(corpus_file, max_steps=12, valid_every=2, lr=1e-9)
     assert config.train.patience_limit == 0 and config.train.budget_text() == "12 steps"
     assert train_new_run(config, tmp_path / "run").step == 12
     assert json.loads((tmp_path / "run" / "run.json").read_text())["stopped_by"] == "the budget"
@@ -119,7 +112,7 @@ def _assert_same_last(a, b):
 def test_a_stop_signal_during_a_step_still_resumes_exactly(tmp_path, corpus_file, monkeypatch):
     from nmt.training.runs import resume_run
     from nmt.training.trainer import Trainer
-    full = _config(corpus_file, max_steps=10, valid_every=4, dropout=0.3)
+    full = tiny_config(corpus_file, max_steps=10, valid_every=4, dropout=0.3)
     train_new_run(full, tmp_path / "full")
     real_step = Trainer.train_step
 
@@ -138,7 +131,7 @@ def test_a_stop_signal_during_a_step_still_resumes_exactly(tmp_path, corpus_file
 
 def test_a_budget_ending_on_an_epoch_boundary_resumes_exactly(tmp_path, corpus_file):
     from nmt.training.runs import resume_run
-    full = _config(corpus_file, max_steps=None, epochs=3, valid_every=0, lr_decay=0.5)
+    full = tiny_config(corpus_file, max_steps=None, epochs=3, valid_every=0, lr_decay=0.5)
     steps_per_epoch = train_new_run(full, tmp_path / "full").step // 3
     part = full.replace(max_steps=steps_per_epoch)
     assert train_new_run(part, tmp_path / "part").epoch == 1
@@ -155,7 +148,7 @@ def test_resume_refuses_a_changed_corpus_and_works_from_elsewhere(tmp_path, corp
     corpus = tmp_path / "corpus.tsv"
     corpus.write_text(corpus_file.read_text())
     monkeypatch.chdir(tmp_path)
-    train_new_run(_config("corpus.tsv", max_steps=2), tmp_path / "run")  # a relative path
+    train_new_run(tiny_config("corpus.tsv", max_steps=2), tmp_path / "run")  # a relative path
     monkeypatch.chdir("/")
     assert resume_run(tmp_path / "run", {"max_steps": 3}).step == 3
     held = (tmp_path / "run" / "test.tsv").read_text().splitlines()[0]
@@ -168,11 +161,11 @@ def test_a_non_finite_gradient_takes_no_step_and_stops(tmp_path, corpus_file, mo
     import logging
     monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, clip: torch.tensor(float("inf")))
     with caplog.at_level(logging.WARNING):
-        state = train_new_run(_config(corpus_file, max_steps=5), tmp_path / "run")
+        state = train_new_run(tiny_config(corpus_file, max_steps=5), tmp_path / "run")
     assert state.step == 0 and "non-finite gradient" in caplog.text
     first = load_file(tmp_path / "run" / "last.safetensors")
     monkeypatch.undo()
-    train_new_run(_config(corpus_file, max_steps=1), tmp_path / "ref")  # the same seed's first step
+    train_new_run(tiny_config(corpus_file, max_steps=1), tmp_path / "ref")  # the same seed's first step
     assert not torch.equal(first["model.generator.proj.weight"],
                            load_file(tmp_path / "ref" / "last.safetensors")["model.generator.proj.weight"])
 
@@ -182,13 +175,13 @@ def test_the_heap_is_handed_back_every_few_steps(tmp_path, corpus_file, monkeypa
     released = []
     monkeypatch.setattr(trainer, "RELEASE_EVERY", 5)
     monkeypatch.setattr(trainer, "release_freed_memory", lambda: released.append(1))
-    train_new_run(_config(corpus_file), tmp_path / "run")
+    train_new_run(tiny_config(corpus_file), tmp_path / "run")
     assert len(released) == 1 + 12 // 5  # once the data is prepared, then at steps 5 and 10
 
 
 def test_a_batch_run_in_several_passes_takes_the_same_step(tmp_path, corpus_file, monkeypatch):
     from nmt.training.trainer import Trainer
-    whole = _config(corpus_file, max_steps=3, valid_every=3, dropout=0.0)
+    whole = tiny_config(corpus_file, max_steps=3, valid_every=3, dropout=0.0)
     train_new_run(whole, tmp_path / "whole")
     passes, backward = [], Trainer._backward
     monkeypatch.setattr(Trainer, "_backward", lambda self, sides, weight: passes.append(sides[0]) or
