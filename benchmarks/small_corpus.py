@@ -45,6 +45,9 @@ CONFIGS = {
     # subword sampling (Kudo 2018) from the whole lattice
     "gru-v4000-sampled": ["--vocab-size", "4000", "--subword-alpha", "0.2"],
     "transformer-v4000-sampled": ["--arch", "transformer", "--vocab-size", "4000", "--subword-alpha", "0.2"],
+    # source word dropout as token masking (Sennrich and Zhang 2019), and the GRU's dropout
+    "gru-v4000-worddrop": ["--vocab-size", "4000", "--source-word-dropout", "0.1"],
+    "gru-v4000-dropout": ["--vocab-size", "4000", "--dropout", "0.3"],
     # under 50,000 pairs: the decoder's input and output embeddings tied, label smoothing 0.2
     "transformer": ["--arch", "transformer"],
     "transformer-large-corpus": ["--arch", "transformer", *OLD],

@@ -148,6 +148,7 @@ class TrainConfig:
     # the nbest best (-1: all); validation and translation always take the best one
     subword_alpha: float = 0.0
     subword_nbest: int = -1
+    source_word_dropout: float = 0.0  # training source pieces read as <unk> at this rate (token masking)
     valid_every: int = 0  # steps between validations; 0 = once per epoch
     valid_bleu_size: int = 1000  # validation sentences decoded for BLEU
     patience: int | None = None  # validations without a better BLEU before stopping; 0 = never;
@@ -311,6 +312,7 @@ class RunConfig:
               "must be in [0, 1)")
         check(t.subword_alpha is None or 0 <= t.subword_alpha <= 1, "subword_alpha", t.subword_alpha,
               "must be in [0, 1] (0: off)")
+        check(0 <= t.source_word_dropout < 1, "source_word_dropout", t.source_word_dropout, "must be in [0, 1)")
         check(t.subword_nbest == -1 or t.subword_nbest >= 2, "subword_nbest", t.subword_nbest,
               "must be -1 (sample from every segmentation) or at least 2")
         choice(t, "kernels", ("fast", "reference"))

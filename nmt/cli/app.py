@@ -130,6 +130,9 @@ def train(
     subword_nbest: Annotated[Optional[int], Opt(help=with_default(
         "subword_nbest", "Sample among the N best segmentations (-1: all of them)."),
         rich_help_panel="Optimisation")] = None,
+    source_word_dropout: Annotated[Optional[float], Opt(help=with_default(
+        "source_word_dropout", "Each training source piece reads as <unk> at this rate (token masking)."),
+        rich_help_panel="Optimisation")] = None,
     valid_every: Annotated[Optional[int], Opt(help=with_default("valid_every", "Validate every N steps (0: each epoch)."),
                                               rich_help_panel="Optimisation")] = None,
     valid_bleu_size: Annotated[Optional[int], Opt(help=with_default("valid_bleu_size", "Validation sentences decoded for BLEU."),

@@ -1,16 +1,20 @@
 """The training pairs as a step reads them: each side's stored best segmentation, or, with
 subword regularisation (Kudo 2018), a segmentation SentencePiece samples from the pair's text
-at every step. Validation, test and translation always take the best one.
+at every step; and, with source word dropout (Sennrich and Zhang 2019's, as token masking),
+some source pieces read as ``<unk>``. Validation, test and translation always take the best
+segmentation and every piece.
 
-Sampling is seeded by the run's seed and the step, so every rank draws the same segmentations
-for a step (each runs its share, all count the step's target pieces alike) and a resumed run
-draws what an uninterrupted one would.
+Both are seeded by the run's seed and the step, so every rank draws the same pairs for a step
+(each runs its share, all count the step's target pieces alike) and a resumed run draws what
+an uninterrupted one would.
 """
 from __future__ import annotations
 
+import numpy as np
 import sentencepiece as spm
 
 from nmt.data.prepare import RunData
+from nmt.data.tokenizer import UNK_ID
 
 Sides = tuple[list[list[int]], list[list[int]]]  # the sources' and the targets' piece ids
 
@@ -19,16 +23,24 @@ class TrainingPairs:
     """Piece ids of training pairs by corpus index, for ``data``: sampled with smoothing ``alpha``
     over the ``nbest`` best segmentations (-1: all) when ``alpha`` > 0, else the stored ones. A
     sampled side longer than ``max_pieces`` (the longest a prepared pair may be) keeps its best
-    segmentation."""
+    segmentation. With ``word_dropout`` > 0 each source piece reads as ``<unk>`` with that
+    probability."""
 
     def __init__(self, data: RunData, alpha: float = 0.0, nbest: int = -1, seed: int = 1,
-                 max_pieces: int = 64) -> None:
+                 max_pieces: int = 64, word_dropout: float = 0.0) -> None:
         self.data, self.alpha, self.nbest, self.seed, self.max_pieces = data, alpha, nbest, seed, max_pieces
+        self.word_dropout = word_dropout
         if alpha and data.train_text is None:
             raise ValueError("subword sampling needs the training text (data.train_text)")
 
     def draw(self, index: list[int], step: int) -> Sides:
         """The sources' and the targets' ids of the pairs ``index`` at optimiser step ``step``."""
+        src, tgt = self._segmented(index, step)
+        if self.word_dropout:
+            src = self._masked(src, step)
+        return src, tgt
+
+    def _segmented(self, index: list[int], step: int) -> Sides:
         best = [self.data.train_src[i] for i in index], [self.data.train_tgt[i] for i in index]
         if not self.alpha:
             return best
@@ -36,6 +48,14 @@ class TrainingPairs:
         sampled = [self._sample([text[i] for i in index]) for text in self.data.train_text]
         return tuple([s if len(s) <= self.max_pieces else b for s, b in zip(side, stored)]  # type: ignore[return-value]
                      for side, stored in zip(sampled, best))
+
+    def _masked(self, sources: list[list[int]], step: int) -> list[list[int]]:
+        """``sources`` with each piece ``<unk>`` at the word-dropout rate."""
+        rng = np.random.default_rng((self.seed, step))
+        lengths = np.fromiter(map(len, sources), dtype=np.int64, count=len(sources))
+        ids = np.concatenate([np.asarray(s, dtype=np.int64) for s in sources])
+        ids[rng.random(len(ids)) < self.word_dropout] = UNK_ID
+        return [part.tolist() for part in np.split(ids, np.cumsum(lengths)[:-1])]
 
     def _sample(self, texts: list[str]) -> list[list[int]]:
         # one thread: its generator is the one the seed was set for

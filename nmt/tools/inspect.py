@@ -220,6 +220,8 @@ def model_card(run_dir: Path) -> dict[str, Any]:
                      **({"set by corpus size": config.train.by_corpus_size} if config.train.by_corpus_size else {}),
                      "subword sampling": (f"alpha {config.train.subword_alpha:g}, nbest {config.train.subword_nbest}"
                                           if config.train.subword_alpha else "off (the best segmentation)"),
+                     **({"source word dropout": config.train.source_word_dropout}
+                        if config.train.source_word_dropout else {}),
                      "stopped by": summary.get("stopped_by", "unknown (run unfinished or older)"),
                      "seconds": summary.get("train_seconds"), "device": summary.get("device"),
                      "precision": summary.get("precision", "fp32")},

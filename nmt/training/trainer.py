@@ -100,7 +100,7 @@ class Trainer:
         self.samples: list[tuple[str, str, str]] = []  # the last validation's first translations
         self.src_lens, self.tgt_lens = data.train_src.lengths(), data.train_tgt.lengths()  # (pairs,), mapped
         self.pairs = TrainingPairs(data, self.t.subword_alpha, self.t.subword_nbest, self.t.seed,
-                                   config.data.max_pieces)
+                                   config.data.max_pieces, self.t.source_word_dropout)
         self._plan: tuple[int, BatchPlan] | None = None  # the last epoch's, which every step reads
         self.valid = data.valid
         self.valid_src = data.tokenizer.encode([s for s, _ in self.valid])

@@ -113,3 +113,18 @@ def test_data_without_the_training_text_is_refused_for_sampling(corpus_file, tmp
     with pytest.raises(SettingError, match="subword_alpha.*prepare it again"):
         train_new_run(config, tmp_path / "run")
     assert np.isfinite(train_new_run(config.replace(subword_alpha=0.0), tmp_path / "plain").best_bleu)
+
+
+def test_source_word_dropout_masks_training_sources_only_at_its_rate(sampled_run):
+    from nmt.data.tokenizer import UNK_ID
+
+    data = open_run_data(sampled_run)
+    index = list(range(len(data.train_src)))
+    best = TrainingPairs(data).draw(index, step=1)
+    masked = TrainingPairs(data, seed=1, word_dropout=0.25).draw(index, step=1)
+    assert masked == TrainingPairs(data, seed=1, word_dropout=0.25).draw(index, step=1)
+    assert masked[1] == best[1]  # the targets as they are
+    pieces = [(m, b) for ms, bs in zip(masked[0], best[0]) for m, b in zip(ms, bs)]
+    assert all(m in (b, UNK_ID) for m, b in pieces) and [len(s) for s in masked[0]] == [len(s) for s in best[0]]
+    assert sum(m != b for m, b in pieces) / len(pieces) == pytest.approx(0.25, abs=0.02)
+    assert masked != TrainingPairs(data, seed=1, word_dropout=0.25).draw(index, step=2)
