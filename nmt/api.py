@@ -72,13 +72,15 @@ class Model:
         from nmt.inference.loading import latest_run
         from nmt.inference.quantize import decoding_device, load_for_decoding
         from nmt.runtime.devices import configure_cpu
-        from nmt.runtime.weights import check_name
+        from nmt.runtime.weights import DEFAULT, check_name, default_weights
 
         configure_cpu(0)
         self.device = decoding_device(precision, device)
         self.run = Path(run) if run is not None else latest_run()
-        self.weights = check_name(weights)
-        self._model, self._tokenizer, self.precision = load_for_decoding(self.run, precision, self.device, weights)
+        check_name(weights)
+        self.weights = default_weights(self.run) if weights == DEFAULT else weights  # named as the files are
+        self._model, self._tokenizer, self.precision = load_for_decoding(self.run, precision, self.device,
+                                                                         self.weights)
         self._lock = threading.Lock()
 
     def translate(self, sources: Iterable[str], beam: int = 1, nbest: int = 1,

@@ -8,6 +8,7 @@ from safetensors.torch import load_file
 
 from conftest import tiny_config
 from nmt.errors import ConfigError
+from nmt.api import load
 from nmt.runtime.weights import default_weights, kept_steps, summary_of, weights_path
 from nmt.tools.inspect import model_card
 from nmt.training.runs import resume_run, train_new_run
@@ -32,6 +33,7 @@ def test_the_average_is_the_mean_of_the_last_validations_and_is_scored(tmp_path,
     better = summary["averaged"]["valid_bleu"] > summary["best_valid_bleu"]
     assert summary["default_weights"] == ("averaged" if better else "best") == default_weights(run)
     assert weights_path(run).name == f"{summary['default_weights']}.safetensors"
+    assert load(run, "cpu", "fp32").weights == summary["default_weights"]  # what eval --json names
     assert model_card(run)["default weights"].startswith(summary["default_weights"])
 
 
