@@ -106,8 +106,10 @@ def test_bleu(run: Path, weights: str) -> tuple[float, float]:
 
 
 def rows_of(name: str, run: Path, epochs: int) -> list[dict]:
-    """The first ``epochs`` epochs' best and averaged weights, and the whole run's."""
+    """The first ``epochs`` epochs' best and averaged weights, and the whole run's; the whole
+    run's row of the weights nmt decodes it with by default (run.json) is marked so."""
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    default = json.loads((run / "run.json").read_text()).get("default_weights", "best")
     rows = []
     for label, kept in ((f"{epochs} epochs", [r for r in records if r["epoch"] <= epochs]),
                         ("until patience", records)):
@@ -117,10 +119,13 @@ def rows_of(name: str, run: Path, epochs: int) -> list[dict]:
         nmt("average", str(run), "--steps", ",".join(str(r["step"]) for r in last), "-o", tag)
         base = {"config": name, "budget": label, "epochs": kept[-1]["epoch"],
                 "minutes": round(kept[-1]["elapsed_s"] / 60, 1)}
-        for weights, step in ((f"step-{best['step']}", best["step"]), (tag, None)):
+        for weights, kind in ((f"step-{best['step']}", "best"), (tag, "averaged")):
             greedy, beam = test_bleu(run, weights)
-            rows.append({**base, "weights": "best" if step else f"average of last {len(last)}",
-                         "best_valid_bleu": best["valid_bleu"], "test_bleu": greedy, "test_bleu_beam5": beam})
+            shown = "best" if kind == "best" else f"average of last {len(last)}"
+            if label == "until patience" and kind == default:
+                shown += " (default)"
+            rows.append({**base, "weights": shown, "best_valid_bleu": best["valid_bleu"], "test_bleu": greedy,
+                         "test_bleu_beam5": beam})
     return rows
 
 
@@ -173,10 +178,10 @@ def main() -> None:
             rows.extend({"direction": direction, **row} for row in rows_of(name, run, args.epochs))
             for row in rows[-4:]:
                 print(json.dumps(row), flush=True)
-    print(f"\n{'direction':<9} {'config':<26} {'budget':<15} {'epochs':>6} {'min':>5}  {'weights':<20} {'valid':>6} {'test':>6} "
+    print(f"\n{'direction':<9} {'config':<26} {'budget':<15} {'epochs':>6} {'min':>5}  {'weights':<30} {'valid':>6} {'test':>6} "
           f"{'beam 5':>6}")
     for r in rows:
-        print(f"{r['direction']:<9} {r['config']:<26} {r['budget']:<15} {r['epochs']:>6} {r['minutes']:>5}  {r['weights']:<20} "
+        print(f"{r['direction']:<9} {r['config']:<26} {r['budget']:<15} {r['epochs']:>6} {r['minutes']:>5}  {r['weights']:<30} "
               f"{r['best_valid_bleu']:>6} {r['test_bleu']:>6} {r['test_bleu_beam5']:>6}")
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=1))
