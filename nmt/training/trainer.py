@@ -18,7 +18,6 @@ import math
 import signal
 import time
 import uuid
-from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -34,10 +33,10 @@ from nmt.models.interface import TranslationModel
 from nmt.models.kernels import use_kernels
 from nmt.models.loss import batch_loss
 from nmt.runtime.allocator import release_freed_memory
-from nmt.runtime.checkpoint import load_model_weights
 from nmt.runtime.devices import describe
 from nmt.runtime.precision import autocast, needs_loss_scaling, resolve
 from nmt.training.advice import warn_at_start
+from nmt.training.averaging import average_last, kept_count
 from nmt.training.callbacks import TrainCallbacks
 from nmt.training.distributed import Processes, lost_peers, no_sync
 from nmt.training.schedule import scheduled_lr
@@ -264,7 +263,8 @@ class Trainer:
             self.validate(scheduled=False)
         self.save_last()
         if not self.stop_reason or self.early_stopped:
-            self.average_last()
+            self.average = average_last(self.model, self.t, self.state, self.callbacks, self.processes,
+                                        self.valid_bleu if self.valid else None)
             self.callbacks.prune_kept(self.t.keep_checkpoints)
 
     def _run_epoch(self) -> None:
@@ -340,8 +340,8 @@ class Trainer:
         """
         s = self.state
         self.last_valid_step = s.step
-        if self.kept_count:
-            self.callbacks.keep(self.model, {"step": s.step, "run_id": s.run_id}, self.kept_count)
+        if keep := kept_count(self.t, bool(self.valid)):
+            self.callbacks.keep(self.model, {"step": s.step, "run_id": s.run_id}, keep)
         if not self.valid:  # nothing to select on: the newest weights are the best we know
             self.callbacks.save("best", self.model, None, {"step": s.step, "run_id": s.run_id})
             self.save_last()
@@ -376,31 +376,6 @@ class Trainer:
             self.early_stopped = True
             self.stop_reason = (f"early stopping: validation BLEU has not improved for "
                                 f"{s.stale_validations} validations")
-
-    @property
-    def kept_count(self) -> int:
-        """Validations whose weights are kept: those asked for, and those the end's average needs."""
-        averaged = self.t.average_last if self.valid else 0
-        return max(self.t.keep_checkpoints, averaged)
-
-    def average_last(self) -> None:
-        """The mean of the last ``average_last`` validations' weights, scored on the validation
-        BLEU set as every validation is, and saved as ``averaged``: the run's default weights
-        where it scores better than best (run.json)."""
-        if self.t.average_last < 2 or not self.valid:
-            return
-        averaged = self.processes.broadcast(self.callbacks.averaged(self.t.average_last))
-        if averaged is None:
-            return
-        steps, tensors = averaged
-        load_model_weights(self.model, tensors, Path("the average of the kept weights"))
-        score = self.valid_bleu()
-        s = self.state
-        self.average = {"steps": steps, "valid_bleu": score}
-        log.info("the average of the last %d validations' weights (steps %s): validation BLEU %.2f, best %.2f "
-                 "(step %d); the default weights are %s", len(steps), ", ".join(map(str, steps)), score,
-                 s.best_bleu, s.best_bleu_step, "the average" if score > s.best_bleu else "best")
-        self.callbacks.save_average(self.model, {"averaged_steps": steps, "valid_bleu": score, "run_id": s.run_id})
 
     def save_best_if(self, score: float) -> None:
         """Keep the weights with the best validation BLEU; on a tie the newer, more trained ones."""
