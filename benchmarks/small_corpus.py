@@ -44,6 +44,7 @@ CONFIGS = {
     "transformer-v4000": ["--arch", "transformer", "--vocab-size", "4000"],
     # subword sampling (Kudo 2018) from the whole lattice
     "gru-v4000-sampled": ["--vocab-size", "4000", "--subword-alpha", "0.2"],
+    "gru-v4000-a0.5": ["--vocab-size", "4000", "--subword-alpha", "0.5"],
     "transformer-v4000-sampled": ["--arch", "transformer", "--vocab-size", "4000", "--subword-alpha", "0.2"],
     # source word dropout as token masking (Sennrich and Zhang 2019), and the GRU's dropout
     "gru-v4000-worddrop": ["--vocab-size", "4000", "--source-word-dropout", "0.1"],
