@@ -41,6 +41,7 @@ class TrainingPairs:
         return src, tgt
 
     def _segmented(self, index: list[int], step: int) -> Sides:
+        """Both sides' ids: stored, or sampled with a seed of the step's own."""
         best = [self.data.train_src[i] for i in index], [self.data.train_tgt[i] for i in index]
         if not self.alpha:
             return best
