@@ -80,6 +80,8 @@ def test_averaging_mistakes_are_refused(kept_run: Path, tiny_run: Path, corpus: 
     for name in ("last", "best", "default", "step-12", "step-999"):
         clean_error(nmt("average", run, "-o", name), f"--output {name}", "the run's own weights")
     clean_error(nmt("average", run), "--output averaged", "training made", "-o NAME")
+    shutil.copy(run / "best.safetensors", run / "step-12.safetensors")  # a step name at the top: never read
+    assert available(run).count("step-12") == 1
     clean_error(nmt("average", tiny_run), "keeps no checkpoints", "--keep-checkpoints")
     # a step file of another run, put among this run's: refused by its run id
     other = tmp_path / "other"
