@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 from conftest import tiny_model
-from test_train import _config
+from conftest import tiny_config
 
 from nmt.data.batching import make_batch
 from nmt.inference.beam import beam_search
@@ -50,7 +50,7 @@ def test_cuda_search_returns_cpu_attention():
 @cuda
 def test_training_on_cuda_with_amp_and_resume(tmp_path, corpus_file):
     from nmt.training.runs import resume_run, train_new_run
-    state = train_new_run(_config(corpus_file, device="cuda", max_steps=6, precision="fp16"), tmp_path / "run")
+    state = train_new_run(tiny_config(corpus_file, device="cuda", max_steps=6, precision="fp16"), tmp_path / "run")
     assert state.step == 6 and state.scaler  # the loss scaler's state is saved for resuming
     assert resume_run(tmp_path / "run", {"max_steps": 9}).step == 9
 
@@ -61,7 +61,7 @@ def test_auto_precision_on_cuda_is_bf16_where_the_gpu_has_it(tmp_path, corpus_fi
     from nmt.training.runs import train_new_run
     auto = resolve("auto", torch.device("cuda"))
     assert auto == ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
-    state = train_new_run(_config(corpus_file, device="cuda", max_steps=4, precision="auto"), tmp_path / "run")
+    state = train_new_run(tiny_config(corpus_file, device="cuda", max_steps=4, precision="auto"), tmp_path / "run")
     assert state.step == 4 and bool(state.scaler) == (auto == "fp16")
     summary = json.loads((tmp_path / "run" / "run.json").read_text())
     assert summary["precision"] == auto
@@ -107,7 +107,7 @@ def test_a_transformer_decodes_on_cuda_as_on_cpu():
 @cuda
 def test_a_transformer_trains_on_cuda_with_amp_and_resumes(tmp_path, corpus_file):
     from nmt.training.runs import resume_run, train_new_run
-    config = _config(corpus_file, device="cuda", max_steps=6, arch="transformer", embed_size=12, heads=2,
+    config = tiny_config(corpus_file, device="cuda", max_steps=6, arch="transformer", embed_size=12, heads=2,
                      ff_size=16)
     assert train_new_run(config, tmp_path / "run").step == 6
     assert resume_run(tmp_path / "run", {"max_steps": 9}).step == 9

@@ -8,7 +8,8 @@ from collections import Counter
 import numpy as np
 import torch
 from conftest import TINY, clean_error, nmt, read_only
-from test_train import _assert_same_last, _config
+from conftest import tiny_config
+from test_train import _assert_same_last
 
 from nmt.config import DataConfig
 from nmt.data.prepare import open_run_data, prepare_run_data
@@ -55,8 +56,8 @@ def test_the_tokenizer_trains_on_a_bounded_sample(tmp_path, corpus_file, caplog)
 
 
 def test_a_run_prepared_before_data_json_resumes_exactly(tmp_path, corpus_file):
-    train_new_run(_config(corpus_file, max_steps=12), tmp_path / "whole")
-    train_new_run(_config(corpus_file, max_steps=6), tmp_path / "old")
+    train_new_run(tiny_config(corpus_file, max_steps=12), tmp_path / "whole")
+    train_new_run(tiny_config(corpus_file, max_steps=6), tmp_path / "old")
     for path in [tmp_path / "old" / "data.json", *(tmp_path / "old").glob("train.*.npy")]:
         path.unlink()  # as an nmt before prepared data left its runs
     assert resume_run(tmp_path / "old", {"max_steps": 12}).step == 12
@@ -110,7 +111,7 @@ def test_several_corpora_are_drawn_by_weight_each_epoch(tmp_path, corpus_file):
     (tmp_path / "a.tsv").write_text("\n".join(lines[:200]) + "\n")
     (tmp_path / "b.tsv.gz").write_bytes(gzip.compress(("\n".join(lines[200:]) + "\n").encode()))
     weighted = [{"path": str(tmp_path / "a.tsv"), "weight": 2}, {"path": str(tmp_path / "b.tsv.gz"), "weight": 0.5}]
-    config = _config(tmp_path / "a.tsv", valid_size=5, test_size=5).replace(corpus=weighted)
+    config = tiny_config(tmp_path / "a.tsv", valid_size=5, test_size=5).replace(corpus=weighted)
     data = prepare_run_data(config.data, tmp_path)
     a, b = data.manifest.corpora
     assert (a["start"], b["start"]) == (0, a["train"]) and a["train"] + b["train"] == len(data.train_src)

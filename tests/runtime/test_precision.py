@@ -5,7 +5,7 @@ import logging
 import pytest
 import torch
 from conftest import TINY, nmt
-from test_train import _config
+from conftest import tiny_config
 
 from nmt.errors import NmtError
 from nmt.runtime import precision
@@ -67,7 +67,7 @@ def test_bf16_training_stays_close_to_fp32_and_resumes_exactly(tmp_path, corpus_
     losses, weights = {}, {}
     for name, steps in (("fp32", 1), ("fp32", 8), ("bf16", 8)):
         run = tmp_path / f"{name}-{steps}"
-        train_new_run(_config(corpus_file, precision=name, max_steps=steps, valid_every=4, **sizes), run)
+        train_new_run(tiny_config(corpus_file, precision=name, max_steps=steps, valid_every=4, **sizes), run)
         losses[name] = [r["valid_loss"] for r in _records(run)]
         weights[name, steps] = torch.cat([v.flatten() for k, v in sorted(load_file(run / "last.safetensors").items())
                                           if k.startswith("model.")])
@@ -76,7 +76,7 @@ def test_bf16_training_stays_close_to_fp32_and_resumes_exactly(tmp_path, corpus_
     assert 0 < gap < 0.25 * moved  # another precision really ran, and stayed close (measured: 0.02, 0.08)
     assert losses["bf16"] == pytest.approx(losses["fp32"], rel=0.02)
     assert losses["bf16"][1] < losses["bf16"][0]  # and learned
-    train_new_run(_config(corpus_file, precision="bf16", max_steps=4, valid_every=4, **sizes), tmp_path / "part")
+    train_new_run(tiny_config(corpus_file, precision="bf16", max_steps=4, valid_every=4, **sizes), tmp_path / "part")
     resume_run(tmp_path / "part", {"max_steps": 8})
     a, b = load_file(tmp_path / "bf16-8" / "last.safetensors"), load_file(tmp_path / "part" / "last.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from conftest import ROOT, TINY, nmt
 from safetensors.torch import load_file
-from test_train import _config
+from conftest import tiny_config
 
 from nmt.training.distributed import Processes
 from nmt.training.launch import without_flag
@@ -227,7 +227,7 @@ def test_what_another_rank_reports_stops_this_one(tmp_path, corpus_file, peer, r
     from nmt.training.callbacks import TrainCallbacks
     from nmt.training.trainer import Trainer
 
-    config = _config(corpus_file, max_steps=5, dropout=0.0)
+    config = tiny_config(corpus_file, max_steps=5, dropout=0.0)
     data = prepare_run_data(config.data, tmp_path)
     config = data.sized(config)
     torch.manual_seed(0)
@@ -253,7 +253,7 @@ def test_accumulating_two_batches_is_one_step_on_both(tmp_path, corpus_file):
     from nmt.training.callbacks import TrainCallbacks
     from nmt.training.trainer import Trainer
 
-    config = _config(corpus_file, dropout=0.0, accum=2)
+    config = tiny_config(corpus_file, dropout=0.0, accum=2)
     data = prepare_run_data(config.data, tmp_path)
     config = data.sized(config)
 
