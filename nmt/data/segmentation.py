@@ -4,9 +4,11 @@ at every step; and, with source word dropout (Sennrich and Zhang 2019's, as toke
 some source pieces read as ``<unk>``. Validation, test and translation always take the best
 segmentation and every piece.
 
-Both are seeded by the run's seed and the step, so every rank draws the same pairs for a step
-(each runs its share, all count the step's target pieces alike) and a resumed run draws what
-an uninterrupted one would.
+Both are seeded by the run's seed and the step. Word dropout is then the same in any process;
+sampling is the same only within one: SentencePiece's sampler draws other segmentations for the
+same seed in another process (measured), so a sampled run trains on one process, and its resume
+(a new process) draws other segmentations than an uninterrupted run would. Drawing from the
+deterministic n-best list with a generator of nmt's own would make it reproducible.
 """
 from __future__ import annotations
 
