@@ -129,3 +129,15 @@ def test_source_word_dropout_masks_training_sources_only_at_its_rate(sampled_run
     assert all(m in (b, UNK_ID) for m, b in pieces) and [len(s) for s in masked[0]] == [len(s) for s in best[0]]
     assert sum(m != b for m, b in pieces) / len(pieces) == pytest.approx(0.25, abs=0.02)
     assert masked != TrainingPairs(data, seed=1, word_dropout=0.25).draw(index, step=2)
+
+
+def test_sampling_is_refused_on_several_processes(sampled_run, corpus_file, monkeypatch):
+    from nmt.training import distributed
+    from nmt.training.runs import check_sampling
+
+    config, data = _config(corpus_file, subword_alpha=0.2), open_run_data(sampled_run)
+    check_sampling(config, data, None)  # one process: fine
+    monkeypatch.setattr(distributed, "launched", lambda: True)  # as under torchrun or --nproc
+    with pytest.raises(SettingError, match="subword_alpha.*one process"):
+        check_sampling(config, data, None)
+    check_sampling(config.replace(subword_alpha=0.0), data, None)
