@@ -44,13 +44,14 @@ class TrainingPairs:
 
     def _segmented(self, index: list[int], step: int) -> Sides:
         """Both sides' ids: stored, or sampled with a seed of the step's own."""
-        best = [self.data.train_src[i] for i in index], [self.data.train_tgt[i] for i in index]
+        stores = self.data.train_src, self.data.train_tgt
         if not self.alpha:
-            return best
+            return tuple([store[i] for i in index] for store in stores)  # type: ignore[return-value]
         spm.set_random_generator_seed(self.seed * 1_000_003 + step)
         sampled = [self._sample([text[i] for i in index]) for text in self.data.train_text]
-        return tuple([s if len(s) <= self.max_pieces else b for s, b in zip(side, stored)]  # type: ignore[return-value]
-                     for side, stored in zip(sampled, best))
+        # the stored ids are read only for a side sampled too long
+        return tuple([s if len(s) <= self.max_pieces else store[i] for s, i in zip(side, index)]  # type: ignore[return-value]
+                     for side, store in zip(sampled, stores))
 
     def _masked(self, sources: list[list[int]], step: int) -> list[list[int]]:
         """``sources`` with each piece ``<unk>`` at the word-dropout rate."""

@@ -89,7 +89,8 @@ class RunWriter(TrainCallbacks):
     def prune_kept(self, keep: int) -> None:
         if not (self.run_dir / KEPT).is_dir():
             return
-        for step in kept_steps(self.run_dir)[:len(kept_steps(self.run_dir)) - keep]:
+        steps = kept_steps(self.run_dir)
+        for step in steps[:len(steps) - keep]:
             kept_path(self.run_dir, step).unlink(missing_ok=True)
         if not keep:
             with contextlib.suppress(OSError):  # kept files of the user's own in it stay

@@ -87,7 +87,7 @@ class Trainer:
             self.scaler.load_state_dict(self.state.scaler)
         self.stop_reason: str | None = None  # agreed: a signal, a bad loss or early stopping
         self.early_stopped = False  # the stop reason is early stopping: the run ended, not broke off
-        self.average: dict | None = None  # the end's average of the last validations: steps, valid BLEU
+        self.average: dict | None = None  # the end's average (nmt/training/averaging.py)
         self.signal: int = 0  # a stop signal this process received, not yet agreed on
         self.step_seconds = 0.0  # the last step's, as the ranks agree
         self.step_tokens = 0  # the last step's target pieces, over all ranks
@@ -165,8 +165,7 @@ class Trainer:
         return loss
 
     def _draw(self, group: list[list[int]]) -> list[Sides]:
-        """Each global batch's pairs as this step reads them (:class:`TrainingPairs`: sampled
-        segmentations, the same on every rank, or the stored ones)."""
+        """Each global batch's pairs as this step reads them (:class:`TrainingPairs`)."""
         src, tgt = self.pairs.draw([i for index in group for i in index], self.state.step + 1)
         bounds = np.cumsum([0] + [len(index) for index in group])
         return [(src[a:b], tgt[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
@@ -178,8 +177,7 @@ class Trainer:
         A rank whose share is empty runs one sentence at weight 0, since every rank must take
         part in the gradients' all-reduce.
         """
-        src, tgt = sides
-        mine = self.processes.shard(list(range(len(src))))
+        (src, tgt), mine = sides, self.processes.shard(list(range(len(sides[0]))))
         if not mine:
             return [((src[:1], tgt[:1]), 0.0)]
         src_lens, tgt_lens = (np.fromiter(map(len, side), dtype=np.int32, count=len(side)) for side in sides)
@@ -253,9 +251,8 @@ class Trainer:
         return self.state
 
     def _end(self) -> None:
-        """Validate the last weights if they were not, save them; when the run ended (a budget,
-        early stopping), average its last validations' weights. After a stop signal or a bad
-        loss the weights kept for the average wait for the resume."""
+        """Validate and save the last weights; when the run ended (a budget, early stopping),
+        average its last validations' (after a signal or a bad loss they wait for the resume)."""
         if self.stop_reason:  # every rank stops here; rank 0 says so
             (log.warning if self.processes.is_main else log.info)(
                 "stopping: %s; the last checkpoint is step %d", self.stop_reason, self.state.step)
