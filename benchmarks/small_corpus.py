@@ -49,6 +49,12 @@ CONFIGS = {
     # source word dropout as token masking (Sennrich and Zhang 2019), and the GRU's dropout
     "gru-v4000-worddrop": ["--vocab-size", "4000", "--source-word-dropout", "0.1"],
     "gru-v4000-dropout": ["--vocab-size", "4000", "--dropout", "0.3"],
+    # Sennrich and Zhang 2019's regularisers together: dropout 0.3, source word dropout 0.1,
+    # label smoothing 0.2
+    "gru-regularised": ["--dropout", "0.3", "--source-word-dropout", "0.1", "--label-smoothing", "0.2"],
+    # the narrow, deeper Transformer published runs of this corpus size use
+    "transformer-4x128": ["--arch", "transformer", "--layers", "4", "--embed-size", "128", "--hidden-size", "128",
+                          "--ff-size", "512"],
     # under 50,000 pairs: the decoder's input and output embeddings tied, label smoothing 0.2
     "transformer": ["--arch", "transformer"],
     "transformer-large-corpus": ["--arch", "transformer", *OLD],

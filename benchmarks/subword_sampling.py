@@ -3,7 +3,7 @@
 how many more pieces the sampled segmentations have.
 
     python benchmarks/subword_sampling.py --data DATA [--batches 200] [--alphas 0.1,0.2,0.5]
-                                          [--nbest -1,64] [--step-seconds S]
+                                          [--nbest 8,16,64] [--step-seconds S]
 
 DATA is a directory ``nmt prepare`` wrote. Batches are those of ``nmt train``'s first epoch
 (128 sentences, length-bucketed). ``--step-seconds`` is the measured time of one training step
@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--alphas", default="0.1,0.2,0.5")
-    parser.add_argument("--nbest", default="-1,64")
+    parser.add_argument("--nbest", default="8,16,64")
     parser.add_argument("--step-seconds", type=float, help="a training step's time here, for the share")
     args = parser.parse_args()
     data = open_run_data(args.data)

@@ -143,11 +143,12 @@ class TrainConfig:
     lr_decay: float = 0.5  # multiply lr by this when validation loss stops improving
     clip: float = 1.0
     label_smoothing: float | None = 0.1  # None: by the training-pair count (BY_CORPUS_SIZE)
-    # subword regularisation (Kudo 2018): each training pair segmented anew at every step,
-    # sampled from SentencePiece's lattice, smoothed by alpha (0: the best segmentation) over
-    # the nbest best (-1: all); validation and translation always take the best one
+    # subword regularisation (Kudo 2018's l-best sampling): each training pair segmented anew at
+    # every step, drawn from its nbest best segmentations with probability P ** alpha (0: off);
+    # validation and translation always take the best one. -1 (the whole lattice) only in runs
+    # of an older nmt: SentencePiece's lattice sampler is not reproducible (nmt/data/segmentation.py)
     subword_alpha: float = 0.0
-    subword_nbest: int = -1
+    subword_nbest: int = 16
     source_word_dropout: float = 0.0  # training source pieces read as <unk> at this rate (token masking)
     valid_every: int = 0  # steps between validations; 0 = once per epoch
     valid_bleu_size: int = 1000  # validation sentences decoded for BLEU
@@ -314,7 +315,7 @@ class RunConfig:
               "must be in [0, 1] (0: off)")
         check(0 <= t.source_word_dropout < 1, "source_word_dropout", t.source_word_dropout, "must be in [0, 1)")
         check(t.subword_nbest == -1 or t.subword_nbest >= 2, "subword_nbest", t.subword_nbest,
-              "must be -1 (sample from every segmentation) or at least 2")
+              "must be at least 2")
         choice(t, "kernels", ("fast", "reference"))
         choice(t, "schedule", ("plateau", "noam"))
         from nmt.runtime.precision import PRECISIONS  # here: config itself needs no torch

@@ -124,11 +124,11 @@ def train(
     label_smoothing: Annotated[Optional[float], Opt(help=with_default("label_smoothing", "Label smoothing."),
                                                     rich_help_panel="Optimisation")] = None,
     subword_alpha: Annotated[Optional[float], Opt(help=with_default(
-        "subword_alpha", "Subword regularisation: segment each training pair anew at every step, sampled from "
-        "SentencePiece's lattice with this smoothing (0: off; smaller is more varied); validation and translation "
-        "use the best segmentation."), rich_help_panel="Optimisation")] = None,
+        "subword_alpha", "Subword regularisation: segment each training pair anew at every step, drawn from its "
+        "--subword-nbest best segmentations with probability P ** X (0: off; smaller is more varied); validation "
+        "and translation use the best segmentation."), rich_help_panel="Optimisation")] = None,
     subword_nbest: Annotated[Optional[int], Opt(help=with_default(
-        "subword_nbest", "Sample among the N best segmentations (-1: all of them)."),
+        "subword_nbest", "Sample among the N best segmentations (at least 2)."),
         rich_help_panel="Optimisation")] = None,
     source_word_dropout: Annotated[Optional[float], Opt(help=with_default(
         "source_word_dropout", "Each training source piece reads as <unk> at this rate (token masking)."),

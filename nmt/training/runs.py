@@ -150,10 +150,9 @@ def check_sampling(config: RunConfig, data: RunData, parent: Path | None) -> Non
     if data.train_text is None:
         raise SettingError("subword_alpha", config.train.subword_alpha, "samples segmentations of the training "
                            "text, which data prepared by an older nmt lacks; prepare it again, or give 0")
-    if distributed.launched():
-        raise SettingError("subword_alpha", config.train.subword_alpha, "trains on one process only: "
-                           "SentencePiece's sampler draws other segmentations in another process, so ranks "
-                           "would disagree; give 0 to train on several")
+    if config.train.subword_nbest == -1:
+        raise SettingError("subword_nbest", -1, "(the whole lattice, as an older nmt sampled) is not reproducible; "
+                           "give the number of best segmentations to sample from, e.g. 16")
     m = config.model
     if parent is not None and not m.vocab == m.source_pieces == m.target_pieces:
         raise SettingError("subword_alpha", config.train.subword_alpha, f"{parent} has rows only for the pieces "
