@@ -64,20 +64,20 @@ def one(run: Path, engine: str, precision: str, model: str, beam: int, sentences
     """One turn: load, warm up on 128 sources, time ``sentences`` of them; print a JSON line."""
     from nmt.inference.evaluate import run_test_set
     from nmt.inference.metrics import corpus_score
-    from nmt.inference.search import DEFAULT_LENGTH_PENALTY
+    from nmt.inference.settings import SearchOptions
 
     test = run_test_set(run)
     sources, refs = test.sources[:sentences], [stream[:sentences] for stream in test.refs]
     if engine == "nmt":
         from nmt.api import load
 
-        translator = load(run, "cpu", precision).translator(beam, DEFAULT_LENGTH_PENALTY)
+        translator = load(run, "cpu", precision).translator(SearchOptions(beam))
     else:
         from nmt.export.engine import CTranslate2Translator
         from nmt.export.exported import open_exported
 
-        translator = CTranslate2Translator(open_exported(Path(model)), "cpu", precision, beam,
-                                           DEFAULT_LENGTH_PENALTY, workers=ct2_workers)
+        translator = CTranslate2Translator(open_exported(Path(model)), "cpu", precision, SearchOptions(beam),
+                                           workers=ct2_workers)
         if engine == "ctranslate2-direct":
             translator = _Direct(translator)
     translator.translate(sources[:128])
@@ -157,12 +157,12 @@ def profile(run: Path, sentences: int) -> None:
 
     from nmt.api import load
     from nmt.inference.evaluate import run_test_set
-    from nmt.inference.search import DEFAULT_LENGTH_PENALTY
+    from nmt.inference.settings import SearchOptions
 
     sources = run_test_set(run).sources[:sentences]
     model = load(run, "cpu", "fp32")
     for search, beam in SEARCHES.items():
-        translator = model.translator(beam, DEFAULT_LENGTH_PENALTY)
+        translator = model.translator(SearchOptions(beam))
         translator.workers = 1  # one thread's worth: the profiler follows one interpreter thread
         torch.set_num_threads(1)
         translator.translate(sources[:64])

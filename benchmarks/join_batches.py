@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 
 from nmt.inference.quantize import load_for_decoding
+from nmt.inference.settings import SearchOptions
 from nmt.inference.translate import Translator
 from nmt.runtime.devices import configure_cpu
 from nmt.tools.bench import test_sources
@@ -31,8 +32,8 @@ class _Joining(Translator):
         super().__init__(*args, **kwargs)
         self.threshold = threshold
 
-    def _decode_batches(self, batches, n, with_scores, with_attention, argmax, join_below):
-        return super()._decode_batches(batches, n, with_scores, with_attention, argmax, self.threshold)
+    def _decode_batches(self, batches, keys, with_scores, with_attention, argmax, join_below, cancel):
+        return super()._decode_batches(batches, keys, with_scores, with_attention, argmax, self.threshold, cancel)
 
 
 def main() -> None:
@@ -52,7 +53,7 @@ def main() -> None:
     device = torch.device("cpu")
     model, tokenizer, precision = load_for_decoding(args.run, args.precision, device)
     sources = args.sources.read_text().splitlines() if args.sources else test_sources(args.run, 1000)
-    translators = {j: _Joining(model, tokenizer, device, beam=args.beam, precision=precision, threshold=j)
+    translators = {j: _Joining(model, tokenizer, device, SearchOptions(args.beam), precision=precision, threshold=j)
                    for j in args.join}
     for translator in translators.values():  # warm-up
         translator.translate(sources[:2 * args.batch], args.batch)

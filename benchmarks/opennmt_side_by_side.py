@@ -254,10 +254,10 @@ def _nmt_search(model, tokenizer, precision: str, beam: int, batch_size: int):
     penalty 0, OpenNMT-py's default, so both tools search for the same 1-best."""
     import torch
 
+    from nmt.inference.settings import SearchOptions
     from nmt.inference.translate import Translator
 
-    translator = Translator(model, tokenizer, torch.device("cpu"), beam=beam, length_penalty=0.0,
-                            precision=precision)
+    translator = Translator(model, tokenizer, torch.device("cpu"), SearchOptions(beam, 1, 0.0), precision=precision)
     return lambda lines: translator.translate(lines, batch_size)
 
 

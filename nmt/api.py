@@ -1,6 +1,6 @@
 """The Python API: a trained run as an object that translates and scores sentences.
 
->>> from nmt import load
+>>> from nmt import Sampling, load
 >>> model = load(RUN)             # a run directory; load(): the newest run in checkpoints/
 >>> best, second = model.translate(["Tom sees the cat."], beam=3, nbest=2, length_penalty=0)[0]
 >>> best.score >= second.score
@@ -10,6 +10,9 @@ True
 True
 >>> model.translate(["", "Tom sees the cat."])[0]          # an empty line has no translation
 []
+>>> samples = model.translate(["Tom sees the cat."], nbest=3, sampling=Sampling(top_p=0.9, seed=7))[0]
+>>> len(samples)                                             # three draws, the same for seed 7
+3
 >>> maps = model.attention("Tom sees the cat.")            # every layer's and head's weights
 >>> layers, heads, rows, columns = maps.weights["cross"].shape
 >>> (rows, columns) == tuple(map(len, maps.pieces["cross"]))
@@ -34,8 +37,8 @@ from nmt.data.batching import make_batch
 from nmt.data.corpus import normalize
 from nmt.errors import NmtError
 from nmt.inference.ensemble import Ensemble
-from nmt.inference.search import DEFAULT_BATCH, DEFAULT_LENGTH_PENALTY, Hypothesis
-from nmt.inference.settings import check_count, check_search
+from nmt.inference.search import DEFAULT_BATCH, Hypothesis
+from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, Sampling, SearchOptions, check_count, check_search
 from nmt.inference.translate import Translator
 from nmt.models.kernels import use_kernels
 from nmt.runtime.precision import autocast
@@ -85,15 +88,17 @@ class Model:
 
     def translate(self, sources: Iterable[str], beam: int = 1, nbest: int = 1,
                   length_penalty: float = DEFAULT_LENGTH_PENALTY, attention: bool = False,
-                  batch_size: int = DEFAULT_BATCH) -> list[list[Translation]]:
-        """The ``nbest`` best translations of each source, best first; [] for an empty one."""
+                  batch_size: int = DEFAULT_BATCH, sampling: Sampling | None = None) -> list[list[Translation]]:
+        """The ``nbest`` best translations of each source, best first, or with ``sampling``
+        (:class:`nmt.inference.settings.Sampling`, beam 1) ``nbest`` samples in the order drawn;
+        [] for an empty source."""
         lines = _lines(sources, "sources")
-        check_search(beam, length_penalty, nbest)
+        options = SearchOptions(beam, nbest, length_penalty, sampling)
         check_count("batch_size", batch_size)
         with self._lock:
-            translator = self.translator(beam, length_penalty)
+            translator = self.translator(options)
             source_ids = translator.encode(lines)
-            results = translator.nbest_of_ids(source_ids, nbest, batch_size, with_attention=attention)
+            results = translator.nbest_of_ids(source_ids, batch_size, with_attention=attention)
             return [[self._translation(h, ids, translator) for h in hyps]
                     for hyps, ids in zip(results, source_ids)]
 
@@ -108,7 +113,7 @@ class Model:
             raise NmtError(f"score needs a target per source: {len(sources)} sources, {len(targets)} targets")
         check_count("batch_size", batch_size)
         with self._lock:
-            translator = self.translator()
+            translator = self.translator(SearchOptions())
             src_ids = translator.encode(sources)
             tgt_ids = self._tokenizer.encode([normalize(t) for t in targets])
             scores = [0.0 if not ids else -math.inf for ids in src_ids]
@@ -138,11 +143,11 @@ class Model:
         _check_text(source, "source")
         check_search(beam, length_penalty, rank, "rank")
         with self._lock:
-            translator = self.translator(beam, length_penalty)
+            translator = self.translator(SearchOptions(beam, rank, length_penalty))
             [ids] = translator.encode([source])
             if not ids:
                 raise NmtError("the sentence has no text to translate")
-            hyps = translator.nbest_of_ids([ids], rank, with_attention=True)[0]
+            hyps = translator.nbest_of_ids([ids], with_attention=True)[0]
             if len(hyps) < rank:
                 raise NmtError(f"the search found {len(hyps)} translations, not {rank}")
             return attention_maps(translator, source, ids, hyps[rank - 1])
@@ -161,15 +166,14 @@ class Model:
         picked = picked.masked_fill(gold < 0, float("-inf")).masked_fill(~batch.tgt_mask, 0.0)
         return picked.sum(dim=1).tolist()
 
-    def translator(self, beam: int = 1, length_penalty: float = DEFAULT_LENGTH_PENALTY,
-                   kernels: str = "fast") -> Translator:
+    def translator(self, options: SearchOptions = SearchOptions(), kernels: str = "fast") -> Translator:
         """The batch translator underneath, as ``nmt translate`` and ``nmt eval`` use it (not
         under the lock: for one thread)."""
-        return Translator(use_kernels(self._model, kernels), self._tokenizer, self.device, beam=beam,
-                          length_penalty=length_penalty, precision=self.precision)
+        return Translator(use_kernels(self._model, kernels), self._tokenizer, self.device, options,
+                          precision=self.precision)
 
     @staticmethod
-    def ensemble(members: list[Model], beam: int = 1, length_penalty: float = DEFAULT_LENGTH_PENALTY) -> Translator:
+    def ensemble(members: list[Model], options: SearchOptions = SearchOptions()) -> Translator:
         """A batch translator that decodes with the mean of ``members``' log-probabilities
         (:mod:`nmt.inference.ensemble`); they must share one tokenizer, and decode at one
         precision on one device."""
@@ -182,8 +186,8 @@ class Model:
             if (other.precision, other.device) != (first.precision, first.device):
                 raise NmtError(f"{other.run} decodes at {other.precision} on {other.device}, {first.run} at "
                                f"{first.precision} on {first.device}; give --precision and --device")
-        return Translator(Ensemble([m._model for m in members]), first._tokenizer, first.device, beam=beam,
-                          length_penalty=length_penalty, precision=first.precision)
+        return Translator(Ensemble([m._model for m in members]), first._tokenizer, first.device, options,
+                          precision=first.precision)
 
     def _translation(self, hyp: Hypothesis, source_ids: list[int], translator: Translator) -> Translation:
         weights = None

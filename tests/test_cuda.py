@@ -9,7 +9,8 @@ from conftest import tiny_config
 
 from nmt.data.batching import make_batch
 from nmt.inference.beam import beam_search
-from nmt.inference.search import greedy_search
+from nmt.inference.greedy import greedy_search
+from nmt.inference.settings import SearchOptions
 from nmt.inference.translate import Translator
 from nmt.tools.flops import matmul_peak_flops
 
@@ -25,8 +26,8 @@ def test_batches_move_to_cuda_through_pinned_memory():
 @cuda
 def test_cuda_decoding_matches_cpu(tokenizer):
     cpu_model = tiny_model(tokenizer.vocab_size)
-    gpu = Translator(tiny_model(tokenizer.vocab_size).cuda(), tokenizer, torch.device("cuda"), beam=3)
-    cpu = Translator(cpu_model, tokenizer, torch.device("cpu"), beam=3)
+    gpu = Translator(tiny_model(tokenizer.vocab_size).cuda(), tokenizer, torch.device("cuda"), SearchOptions(3))
+    cpu = Translator(cpu_model, tokenizer, torch.device("cpu"), SearchOptions(3))
     lines = ["Tom sees the cat.", "Mary likes the big dog today."]
     assert gpu.translate(lines) == cpu.translate(lines)
 

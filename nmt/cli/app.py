@@ -15,15 +15,17 @@ from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, DedupOpt, MaxLengt
                                   SpmSampleOpt, SrcFileOpt, StrictOpt, TestSizeOpt, TestSrcOpt, TestTgtOpt, TgtFileOpt,
                                   ValidSizeOpt, ValidSrcOpt, ValidTgtOpt, VocabSizeOpt, data_flags)
 from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointsOpt, DeviceOpt, EngineOpt, FlagNames, KernelsOpt, Opt,
-                             PenaltyOpt, PrecisionOpt, WeightsOpt, at_least, check_engine, err, load_translator, open_export, user_errors,
-                             with_default)
+                             PenaltyOpt, PrecisionOpt, WeightsOpt, at_least, check_engine, err, load_translator,
+                             open_export, search_options, user_errors, with_default)
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
 from nmt.config import (DEFAULT_MAX_EPOCHS, DEFAULT_PATIENCE, RunConfig, build_config, load_config_file,
                         read_run_config)
 from nmt.errors import NmtError
-from nmt.inference.search import DEFAULT_BATCH, DEFAULT_LENGTH_PENALTY
-from nmt.inference.settings import check_search
+from nmt.inference.search import DEFAULT_BATCH
+from nmt.inference.settings import DEFAULT_LENGTH_PENALTY
 from nmt.training.launch import check_process_count, environment_rank, launch, without_flag
+
+SAMPLING = "Sampling"  # the help panel of translate's sampling flags
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="rich",
                   help="nmt: train, run and inspect neural machine translation models: GRU "
@@ -246,6 +248,19 @@ def translate(
     beam: BeamOpt = 1,
     nbest: Annotated[Optional[int], Opt(help="Print the N best per sentence as index<TAB>score<TAB>translation.")] = None,
     length_penalty: PenaltyOpt = DEFAULT_LENGTH_PENALTY,
+    sample: Annotated[bool, Opt("--sample", help="Draw each piece from the model's distribution instead of the "
+                                "most likely (beam 1; with --nbest N, N samples per sentence, index<TAB>score"
+                                "<TAB>translation). The same input and --seed give the same samples.",
+                                rich_help_panel=SAMPLING)] = False,
+    temperature: Annotated[Optional[float], Opt(help="Sampling: divide the logits by this (> 0; below 1 sharper). "
+                                                "\\[default: 1]", rich_help_panel=SAMPLING)] = None,
+    top_k: Annotated[Optional[int], Opt(help="Sampling: draw among the K most likely pieces only (0: all). "
+                                        "\\[default: 0]", rich_help_panel=SAMPLING)] = None,
+    top_p: Annotated[Optional[float], Opt(help="Sampling: draw among the most likely pieces whose probability "
+                                          "reaches P (nucleus sampling; 1: all). \\[default: 1]",
+                                          rich_help_panel=SAMPLING)] = None,
+    seed: Annotated[Optional[int], Opt(help="Sampling: the seed of the draws. \\[default: 0]",
+                                       rich_help_panel=SAMPLING)] = None,
     json_out: Annotated[bool, Opt("--json", help="One JSON object per input line.")] = False,
     batch_size: BatchOpt = DEFAULT_BATCH,
     device: DeviceOpt = "auto",
@@ -261,10 +276,10 @@ def translate(
         if text and input is not None:
             raise NmtError("give TEXT arguments or --input FILE, not both")
         at_least("--batch-size", batch_size)
-        check_search(beam, length_penalty, 1 if nbest is None else nbest)
+        options = search_options(beam, nbest, length_penalty, sample, temperature, top_k, top_p, seed)
         refuse_same_file(output, "--output", [("--input", input)])
         lines = argument_texts(text) if text else input_lines(input)
-        translator = load_translator(checkpoint, device, beam, length_penalty, precision, kernels, engine, weights)
+        translator = load_translator(checkpoint, device, options, precision, kernels, engine, weights)
         write_output((line for chunk in _chunks(lines)
                        for line in translation_lines(translator, chunk, nbest, json_out, batch_size)), output)
 
@@ -318,7 +333,8 @@ def eval_(
                                                     *run_inputs(test_run)])
         test = file_test_set(src, ref) if src is not None else run_test_set(test_run, all_refs)
         metrics = [m for m, on in (("bleu", bleu), ("chrf", chrf), ("ter", ter)) if on] or ["bleu"]
-        translator = load_translator(runs, device, beam, length_penalty, precision, kernels, engine, weights)
+        translator = load_translator(runs, device, search_options(beam, None, length_penalty), precision, kernels,
+                                     engine, weights)
         hyps, scores = evaluate(translator, test, metrics, batch_size)
         if hyp_out is not None:
             write_output(hyps, hyp_out, "--hyp-out")

@@ -15,7 +15,7 @@ def translation_lines(translator: Translator, lines: list[str], nbest: int | Non
     """What ``nmt translate`` prints for ``lines``: translations, n-best lines or JSON lines."""
     if nbest is None and not json_out:
         return translator.translate(lines, batch_size)
-    results = translator.nbest(lines, nbest or 1, batch_size, with_attention=False)  # printed without it
+    results = translator.nbest(lines, batch_size, with_attention=False)  # as many as its options ask; no attention
     texts = [translator.detokenize(hyps) for hyps in results]
     return (format_json(lines, results, texts, nbest is not None) if json_out
             else format_nbest(results, texts))

@@ -7,12 +7,11 @@ from typing import Annotated, Optional
 import typer
 
 from nmt.cli.options import (BeamOpt, CheckpointOpt, DeviceOpt, Opt, PenaltyOpt, WeightsOpt, at_least, err,
-                             load_translator, user_errors, with_default)
+                             load_translator, search_options, user_errors, with_default)
 from nmt.cli.streams import argument_texts, checked_output, is_stdout, print_out, write_output
 from nmt.config import build_config, load_config_file
 from nmt.errors import NmtError
-from nmt.inference.search import DEFAULT_LENGTH_PENALTY
-from nmt.inference.settings import check_length_penalty
+from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, check_length_penalty
 
 
 def register(app: typer.Typer) -> None:
@@ -83,7 +82,7 @@ def attn_plot(
         figure_format(output)
         check_panels(len(text))
         view = AttentionView.from_flags(kind, layer, head)
-        translator = load_translator(checkpoint, device, beam, length_penalty, weights=weights)
+        translator = load_translator(checkpoint, device, search_options(beam, None, length_penalty), weights=weights)
         lines = argument_texts(text)
         panels = attention_panels(translator, lines, view)
         per_sentence = len(panels) // len(lines)

@@ -27,6 +27,7 @@ from nmt.errors import NmtError, SettingError
 from nmt.export.converter import require_ctranslate2
 from nmt.export.exported import Exported
 from nmt.inference.search import DEFAULT_BATCH, Hypothesis, gnmt_length_penalty
+from nmt.inference.settings import SearchOptions
 from nmt.inference.translate import SentenceTranslator
 
 # nmt's precision names as CTranslate2's compute types; "auto" is what the export stored.
@@ -54,8 +55,11 @@ class CTranslate2Translator(SentenceTranslator):
     Hypotheses carry no attention.
     """
 
-    def __init__(self, exported: Exported, device: str = "auto", precision: str = "auto", beam: int = 1,
-                 length_penalty: float = 0.0, workers: int = 0) -> None:
+    def __init__(self, exported: Exported, device: str = "auto", precision: str = "auto",
+                 options: SearchOptions = SearchOptions(), workers: int = 0) -> None:
+        if options.sampling is not None:
+            raise SettingError("sample", None, "runs on nmt's own engine, whose draws do not depend on the "
+                               "batching; leave out --engine ctranslate2")
         ctranslate2 = require_ctranslate2()
         kind, index = _device(device, ctranslate2)
         compute_type = _compute_type(precision, kind, ctranslate2)
@@ -65,14 +69,15 @@ class CTranslate2Translator(SentenceTranslator):
         self.engine = ctranslate2.Translator(str(exported.directory), device=kind, device_index=index,
                                              compute_type=compute_type, inter_threads=workers,
                                              intra_threads=threads)
-        super().__init__(exported.tokenizer, beam, length_penalty, precision=self.engine.compute_type)
+        super().__init__(exported.tokenizer, options, precision=self.engine.compute_type)
+        beam = options.beam
         self.exported, self.workers = exported, workers
         outputs = len(_vocabulary(exported, "target"))
         if beam > 1 and 2 * beam > outputs:
             raise NmtError(f"beam size {beam} is too large for this model: it outputs {outputs} "
                            f"pieces, so the beam can hold at most {outputs // 2}")
 
-    def nbest_of_ids(self, ids: list[list[int]], n: int = 1, batch_size: int = DEFAULT_BATCH,
+    def nbest_of_ids(self, ids: list[list[int]], batch_size: int = DEFAULT_BATCH,
                      with_scores: bool = True, with_attention: bool = True) -> list[list[Hypothesis]]:
         """:meth:`nbest` of sources already encoded; ``with_attention`` is not kept."""
         piece = self.tokenizer.sp.id_to_piece
@@ -87,7 +92,7 @@ class CTranslate2Translator(SentenceTranslator):
         # Ctrl-C still waits for one call only
         step = batch_size * self.workers * 4
         for start in range(0, len(requests), step):
-            self._decode(requests[start:start + step], batch_size, n, with_scores, results)
+            self._decode(requests[start:start + step], batch_size, self.options.nbest, with_scores, results)
         return results
 
     def _decode(self, requests: list[_Request], batch_size: int, n: int, with_scores: bool,
@@ -110,16 +115,17 @@ class CTranslate2Translator(SentenceTranslator):
         greedy, when its output fits; beam, when ``beam`` hypotheses ended before the budget's
         last step (the search then stopped before it)."""
         lengths = [h.pieces for h in hyps]
-        if self.beam == 1:
+        if self.options.beam == 1:
             return lengths[0] <= budget
-        return len(lengths) == self.beam and max(lengths) < budget
+        return len(lengths) == self.options.beam and max(lengths) < budget
 
     def _search(self, sources: list[list[str]], budget: int, batch_size: int, with_scores: bool
                 ) -> list[list[Hypothesis]]:
         """Each source's hypotheses, best first by nmt's score; their ``pieces`` count EOS."""
-        beam = self.beam > 1
+        size = self.options.beam
+        beam = size > 1
         outputs = self.engine.translate_batch(
-            sources, max_batch_size=batch_size, beam_size=self.beam, num_hypotheses=self.beam,
+            sources, max_batch_size=batch_size, beam_size=size, num_hypotheses=size,
             length_penalty=_NEGLIGIBLE_PENALTY if beam else 0.0, max_decoding_length=budget,
             min_decoding_length=0, max_input_length=0, return_scores=with_scores or beam,
             return_end_token=True)
@@ -131,10 +137,11 @@ class CTranslate2Translator(SentenceTranslator):
         for tokens, score in zip(output.hypotheses, output.scores if scored else [math.nan] * len(output.hypotheses)):
             ids = [to_id(t) for t in tokens]
             length = len(ids)
-            if self.beam > 1:  # back to the log-probability, then nmt's length penalty
-                score = score * length ** _NEGLIGIBLE_PENALTY / gnmt_length_penalty(length, self.length_penalty)
+            if self.options.beam > 1:  # back to the log-probability, then nmt's length penalty
+                score = score * length ** _NEGLIGIBLE_PENALTY / gnmt_length_penalty(length,
+                                                                                    self.options.length_penalty)
             hyps.append(_Scored(ids[:-1] if ids and ids[-1] == EOS_ID else ids, score, None, length))
-        return sorted(hyps, key=lambda h: -h.score) if self.beam > 1 else hyps
+        return sorted(hyps, key=lambda h: -h.score) if self.options.beam > 1 else hyps
 
 
 @dataclass

@@ -12,7 +12,9 @@ import torch
 
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.inference.argmax import row_topk
-from nmt.inference.search import Hypothesis, SourceBatch, check_cancel, gnmt_length_penalty, rows_to_keep
+from nmt.inference.search import (Execution, Hypothesis, SourceBatch, check_cancel, gnmt_length_penalty,
+                                  rows_to_keep)
+from nmt.inference.settings import SearchOptions
 from nmt.models.interface import DecoderState, TranslationModel, join_rows, sentence_rows
 
 
@@ -41,6 +43,14 @@ def beam_search(model: TranslationModel, src: torch.Tensor, src_len: torch.Tenso
                          row_multiple)[0]
 
 
+def decode(model: TranslationModel, batches: Iterable[SourceBatch], options: SearchOptions,
+           execution: Execution) -> list[list[list[Hypothesis]]]:
+    """The strategy (:data:`nmt.inference.search.Strategy`): each source's n-best list."""
+    e = execution
+    return beam_searches(model, batches, options.beam, options.length_penalty, options.nbest, e.with_attention,
+                         e.row_multiple, e.join_below, e.cancel)
+
+
 @torch.inference_mode()
 def beam_searches(model: TranslationModel, batches: Iterable[SourceBatch], beam: int,
                   length_penalty: float = 0.0, nbest: int = 1, with_attention: bool = True,
@@ -66,7 +76,7 @@ def beam_searches(model: TranslationModel, batches: Iterable[SourceBatch], beam:
         if beams is None or beams.going <= join_below:
             batch = next(pending, None)
             if batch is not None:
-                new = _Beams.start(model, *batch, len(found), with_attention)
+                new = _Beams.start(model, *batch[:3], len(found), with_attention)
                 found.append([[] for _ in range(batch[0].size(0))])
                 if new.advance(rule, found):  # its first step seeds the beams
                     beams = new if beams is None else new.join(beams)

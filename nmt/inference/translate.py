@@ -13,8 +13,9 @@ from nmt.data.corpus import normalize
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError
 from nmt.inference.argmax import LinearArgmax
-from nmt.inference.beam import beam_searches
-from nmt.inference.search import DEFAULT_BATCH, Hypothesis, SourceBatch, greedy_searches, max_output_lengths
+from nmt.inference import beam, greedy, sampling
+from nmt.inference.search import DEFAULT_BATCH, Execution, Hypothesis, SourceBatch, Strategy, max_output_lengths
+from nmt.inference.settings import SearchOptions
 from nmt.models.interface import TranslationModel
 from nmt.runtime.precision import autocast
 
@@ -27,27 +28,27 @@ class SentenceTranslator:
     order. An engine (:class:`Translator`, nmt's own; :class:`nmt.export.engine.CTranslate2Translator`)
     gives :meth:`nbest_of_ids`.
 
-    Source lines are cut to ``max_src_pieces`` so one absurd line cannot exhaust memory; each
-    output may have at most ``len_ratio * source pieces + len_extra`` pieces (its source's EOS
-    and its own included). ``precision`` is what the engine decodes at, as the CLI names it.
+    Every search follows ``options`` (:class:`nmt.inference.settings.SearchOptions`). Source
+    lines are cut to ``max_src_pieces`` so one absurd line cannot exhaust memory; each output
+    may have at most ``len_ratio * source pieces + len_extra`` pieces (its source's EOS and its
+    own included). ``precision`` is what the engine decodes at, as the CLI names it.
     """
 
-    def __init__(self, tokenizer: Tokenizer, beam: int = 1, length_penalty: float = 0.0,
-                 max_src_pieces: int = 256, len_ratio: float = 2.0, len_extra: int = 10,
+    def __init__(self, tokenizer: Tokenizer, options: SearchOptions = SearchOptions(), max_src_pieces: int = 256,
                  precision: str = "fp32") -> None:
-        self.tokenizer, self.precision = tokenizer, precision
-        self.beam, self.length_penalty = beam, length_penalty
-        self.max_src_pieces, self.len_ratio, self.len_extra = max_src_pieces, len_ratio, len_extra
+        self.tokenizer, self.options, self.precision = tokenizer, options, precision
+        self.max_src_pieces = max_src_pieces
 
     @property
     def max_output_pieces(self) -> int:
         """The most pieces any output may have: that of a source of ``max_src_pieces``."""
-        return int(self.len_ratio * self.max_src_pieces) + self.len_extra
+        return int(self.options.len_ratio * self.max_src_pieces) + self.options.len_extra
 
     def budgets(self, src_len: torch.Tensor) -> torch.Tensor:
         """Each output's most pieces, EOS included, from its source's length with EOS; shape
         (batch,)."""
-        return max_output_lengths(src_len, self.len_ratio, self.len_extra, cap=self.max_output_pieces)
+        return max_output_lengths(src_len, self.options.len_ratio, self.options.len_extra,
+                                  cap=self.max_output_pieces)
 
     def encode(self, lines: list[str]) -> list[list[int]]:
         """Normalised, tokenised and length-capped source ids of each line."""
@@ -57,24 +58,24 @@ class SentenceTranslator:
                         self.max_src_pieces)
         return [seq[:self.max_src_pieces] for seq in ids]
 
-    def nbest(self, lines: list[str], n: int = 1, batch_size: int = DEFAULT_BATCH, with_scores: bool = True,
+    def nbest(self, lines: list[str], batch_size: int = DEFAULT_BATCH, with_scores: bool = True,
               with_attention: bool = True) -> list[list[Hypothesis]]:
-        """The ``n`` best hypotheses of each line, best first; [] for an empty (all-space) line.
+        """The ``options.nbest`` hypotheses of each line (the best first, or the samples in the
+        order drawn); [] for an empty (all-space) line.
 
         ``with_scores=False`` lets greedy search skip scoring (scores are then NaN);
         ``with_attention=False`` skips keeping attention (it is then None)."""
-        return self.nbest_of_ids(self.encode(lines), n, batch_size, with_scores, with_attention)
+        return self.nbest_of_ids(self.encode(lines), batch_size, with_scores, with_attention)
 
-    def nbest_of_ids(self, ids: list[list[int]], n: int = 1, batch_size: int = DEFAULT_BATCH,
+    def nbest_of_ids(self, ids: list[list[int]], batch_size: int = DEFAULT_BATCH,
                      with_scores: bool = True, with_attention: bool = True) -> list[list[Hypothesis]]:
         """:meth:`nbest` of sources already encoded (:meth:`encode`)."""
         raise NotImplementedError
 
     def hypotheses(self, lines: list[str], batch_size: int = DEFAULT_BATCH, with_scores: bool = True,
                    with_attention: bool = True) -> list[Hypothesis | None]:
-        """The best hypothesis of each line; None for an empty line."""
-        return [hyps[0] if hyps else None
-                for hyps in self.nbest(lines, 1, batch_size, with_scores, with_attention)]
+        """The first hypothesis of each line; None for an empty line."""
+        return [hyps[0] if hyps else None for hyps in self.nbest(lines, batch_size, with_scores, with_attention)]
 
     def detokenize(self, hyps: list[Hypothesis]) -> list[str]:
         return self.tokenizer.decode([h.tokens for h in hyps])
@@ -87,7 +88,9 @@ class SentenceTranslator:
 
 
 class Translator(SentenceTranslator):
-    """Batched translation with a trained model, greedy (``beam=1``) or with a beam.
+    """Batched translation with a trained model: greedy, beam search or sampling, as
+    ``options.strategy`` says (:mod:`nmt.inference.greedy`, :mod:`~nmt.inference.beam`,
+    :mod:`~nmt.inference.sampling`).
 
     On CPU, ``workers`` batches are decoded at once, each on its share of the threads (0: two
     when there are two threads or more, but one in bf16). A float32 decoder step's small ops
@@ -105,42 +108,42 @@ class Translator(SentenceTranslator):
     """
 
     def __init__(self, model: TranslationModel, tokenizer: Tokenizer, device: torch.device,
-                 beam: int = 1, length_penalty: float = 0.0, max_src_pieces: int = 256,
-                 len_ratio: float = 2.0, len_extra: int = 10, workers: int = 0,
+                 options: SearchOptions = SearchOptions(), max_src_pieces: int = 256, workers: int = 0,
                  precision: str = "fp32") -> None:
-        super().__init__(tokenizer, beam, length_penalty, max_src_pieces, len_ratio, len_extra, precision)
+        super().__init__(tokenizer, options, max_src_pieces, precision)
         self.model, self.device = model, device
-        outputs = model.output_layer.out_features
+        outputs, beam = model.output_layer.out_features, options.beam
         if beam > 1 and 2 * beam > outputs:  # each step ranks 2 * beam of the first step's outputs
             raise NmtError(f"beam size {beam} is too large for this model: it outputs {outputs} "
                            f"pieces, so the beam can hold at most {outputs // 2}")
         self.workers = workers
         self._argmax: tuple[tuple[int, int], LinearArgmax] | None = None  # (weights' identity, it)
 
-    def nbest_of_ids(self, ids: list[list[int]], n: int = 1, batch_size: int = DEFAULT_BATCH,
+    def nbest_of_ids(self, ids: list[list[int]], batch_size: int = DEFAULT_BATCH,
                      with_scores: bool = True, with_attention: bool = True) -> list[list[Hypothesis]]:
-        """:meth:`nbest` of sources already encoded (:meth:`encode`)."""
-        results: list[list[Hypothesis]] = [[] for _ in ids]
-        todo = [i for i, seq in enumerate(ids) if seq]
+        """:meth:`nbest` of sources already encoded (:meth:`encode`). Sampling decodes each
+        line ``nbest`` times, a row each, keyed by line and sample number."""
+        copies = self.options.nbest if self.options.strategy == "sample" else 1
+        todo = [(i, k) for i, seq in enumerate(ids) if seq for k in range(copies)]
         # Fewer lines than the workers' batches: one batch a worker still beats one batch on all
         # threads (16 lines, a service's batch: 20% faster on 2 cores)
         size = max(1, min(batch_size, -(-len(todo) // self.parallel_workers())))
-        chunks = [[todo[k] for k in chunk] for chunk in length_sorted_chunks([len(ids[i]) for i in todo], size)]
+        chunks = [[todo[k] for k in chunk] for chunk in length_sorted_chunks([len(ids[i]) for i, _ in todo], size)]
         argmax = None if with_scores else self._greedy_argmax()
-        decoded = self._decode_all(
-            chunks, lambda share, cancel: self._decode_batches([[ids[i] for i in index] for index in share], n,
-                                                               with_scores, with_attention, argmax, size // 2,
-                                                               cancel))
-        for index, batch_hyps in zip(chunks, decoded):
-            for i, hyps in zip(index, batch_hyps):
-                results[i] = hyps
-        return results
+        decoded = self._decode_all(chunks, lambda share, cancel: self._decode_batches(
+            [[ids[i] for i, _ in chunk] for chunk in share], [[i * _SAMPLES + k for i, k in chunk] for chunk in share],
+            with_scores, with_attention, argmax, size // 2, cancel))
+        found: list[list[tuple[int, list[Hypothesis]]]] = [[] for _ in ids]
+        for chunk, batch_hyps in zip(chunks, decoded):
+            for (i, k), hyps in zip(chunk, batch_hyps):
+                found[i].append((k, hyps))
+        return [[h for _, hyps in sorted(line, key=lambda kh: kh[0]) for h in hyps] for line in found]
 
     def _greedy_argmax(self) -> LinearArgmax | None:
         """The generator's certified int8 argmax for greedy search on CPU, rebuilt only when
         its weights change (training updates them in place, which bumps their version)."""
         proj = self.model.output_layer
-        if (self.beam != 1 or self.device.type != "cpu" or self.model.kernels != "fast"
+        if (self.options.strategy != "greedy" or self.device.type != "cpu" or self.model.kernels != "fast"
                 or not LinearArgmax.available(proj)):
             return None
         key = (proj.weight.data_ptr(), proj.weight._version)
@@ -197,23 +200,24 @@ class Translator(SentenceTranslator):
             results[w::workers] = share
         return results
 
-    def _decode_batches(self, batches: list[list[list[int]]], n: int, with_scores: bool, with_attention: bool,
-                        argmax: LinearArgmax | None, join_below: int,
+    def _decode_batches(self, batches: list[list[list[int]]], keys: list[list[int]], with_scores: bool,
+                        with_attention: bool, argmax: LinearArgmax | None, join_below: int,
                         cancel: threading.Event | None) -> list[list[list[Hypothesis]]]:
-        """Each batch's hypotheses. The search decodes the batches as one stream: a batch
-        joins the one before once no more than ``join_below`` of the earlier one's sentences
-        are going (:func:`nmt.inference.search.greedy_searches`,
+        """Each batch's hypotheses, by the options' strategy. The search decodes the batches
+        as one stream: a batch joins the one before once no more than ``join_below`` of the
+        earlier one's sentences are going (:func:`nmt.inference.search.row_searches`,
         :func:`~nmt.inference.beam.beam_searches`; half a batch: docs/performance.md, "Joining
-        batches")."""
+        batches"). ``keys`` number each batch's rows for sampling."""
+        execution = Execution(with_scores, with_attention, argmax, self.row_multiple, join_below, cancel)
         with autocast(self.device, self.precision):
-            if self.beam == 1:
-                return [[[h] for h in hyps] for hyps in greedy_searches(
-                    self.model, map(self._batch, batches), with_scores, with_attention, argmax,
-                    self.row_multiple, join_below, cancel)]
-            return beam_searches(self.model, map(self._batch, batches), self.beam, self.length_penalty, n,
-                                 with_attention, self.row_multiple, join_below, cancel)
+            return STRATEGIES[self.options.strategy](self.model, map(self._batch, batches, keys), self.options,
+                                                     execution)
 
-    def _batch(self, src_ids: list[list[int]]) -> SourceBatch:
-        """A batch of sources on the device, with each one's output budget."""
+    def _batch(self, src_ids: list[list[int]], keys: list[int]) -> SourceBatch:
+        """A batch of sources on the device, with each one's output budget and key."""
         batch = make_batch(src_ids).to(self.device)
-        return batch.src, batch.src_len, self.budgets(batch.src_len)
+        return batch.src, batch.src_len, self.budgets(batch.src_len), torch.tensor(keys, device=self.device)
+
+
+_SAMPLES = 1 << 16  # a line's sample k has the key line * _SAMPLES + k
+STRATEGIES: dict[str, Strategy] = {"greedy": greedy.decode, "beam": beam.decode, "sample": sampling.decode}

@@ -25,8 +25,7 @@ from starlette.exceptions import HTTPException
 from nmt import __version__
 from nmt.api import Model
 from nmt.errors import NmtError, SettingError
-from nmt.inference.search import DEFAULT_LENGTH_PENALTY
-from nmt.inference.settings import check_search
+from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, Sampling, SearchOptions, check_search
 from nmt.serve.batcher import Batcher, Busy, attention_work
 from nmt.serve.config import ServeConfig
 from nmt.serve.middleware import BodyLimit, HeadAsGet, JsonBodies, LocalNamesOnly
@@ -77,14 +76,30 @@ def request_models(config: ServeConfig, kinds: tuple[str, ...]) -> tuple[type[Ba
     Penalty = Annotated[float, Field(description="GNMT alpha for beam search: a finite number >= 0.")]
     strict = ConfigDict(extra="forbid", strict=True)
 
+    class SampleRequest(BaseModel):
+        """Sampling's settings (:class:`nmt.inference.settings.Sampling`)."""
+        model_config = strict
+        temperature: Annotated[float, Field(description="Logits divided by this (> 0).")] = 1.0
+        top_k: Annotated[int, Field(ge=0, description="Draw among the k most likely pieces (0: all).")] = 0
+        top_p: Annotated[float, Field(description="Draw among the most likely pieces whose probability reaches "
+                                                  "p (1: all).")] = 1.0
+        seed: Annotated[int, Field(ge=0, description="The same request and seed give the same samples.")] = 0
+
     class TranslateRequest(BaseModel):
         model_config = strict
         text: Annotated[list[Line], Field(min_length=1, max_length=config.max_lines)]
         beam: Beam = 1
-        nbest: Annotated[int, Field(ge=1, description="Translations per line, at most beam.")] = 1
+        nbest: Annotated[int, Field(ge=1, le=config.max_beam, description="Translations per line: at most beam, "
+                                    "or with sample, samples per line.")] = 1
         length_penalty: Penalty = DEFAULT_LENGTH_PENALTY
+        sample: Annotated[SampleRequest | None, Field(description="Draw each piece instead of searching "
+                                                                  "(beam 1).")] = None
 
-        _search = model_validator(mode="after")(lambda self: _checked_search(self, "nbest"))
+        _search = model_validator(mode="after")(lambda self: _checked_options(self))
+
+        def options(self) -> SearchOptions:
+            sampling = Sampling(**self.sample.model_dump()) if self.sample is not None else None
+            return SearchOptions(self.beam, self.nbest, self.length_penalty, sampling)
 
     class AttentionRequest(BaseModel):
         model_config = strict
@@ -99,6 +114,15 @@ def request_models(config: ServeConfig, kinds: tuple[str, ...]) -> tuple[type[Ba
         _search = model_validator(mode="after")(lambda self: _checked_search(self, "rank"))
 
     return TranslateRequest, AttentionRequest
+
+
+def _checked_options(request: Any) -> BaseModel:
+    """``request`` if its options pass the checks the CLI and the API make (SearchOptions)."""
+    try:
+        request.options()
+    except SettingError as e:
+        raise ValueError(str(e)) from None
+    return request
 
 
 def _checked_search(request: BaseModel, field: str) -> BaseModel:
@@ -208,7 +232,7 @@ def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastA
     @app.post("/translate", response_model=Translations)
     async def translate(body: TranslateRequest, request: Request) -> JSONResponse:
         """The n best translations of each line, decoded in a batch with other clients' lines."""
-        answer = batcher.translate(body.text, body.beam, body.nbest, body.length_penalty)
+        answer = batcher.translate(body.text, body.options())
         results = await unless_gone(request, answer, config.timeout_s)
         # Sent as built: validating it against the response model again cost ~8% of the requests/s
         return JSONResponse({"translations": [[{"text": t.text, "score": t.score, "pieces": t.pieces} for t in hyps]

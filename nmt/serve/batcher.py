@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from nmt.api import Model, Translation
 from nmt.errors import NmtError
+from nmt.inference.settings import SearchOptions
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -25,8 +26,14 @@ class Busy(NmtError):
     """More work is waiting than the service queues: the client should retry later."""
 
 
+def rows_per_line(options: SearchOptions) -> int:
+    """The decoder rows a line takes: the beam's, or one per sample."""
+    return options.nbest if options.sampling is not None else options.beam
+
+
 def work(lines: list[str], beam: int) -> int:
-    """What decoding ``lines`` with ``beam`` weighs in the queue: their characters times the beam.
+    """What decoding ``lines`` with ``beam`` rows each weighs in the queue: their characters
+    times the beam.
     Decoding time follows a line's source pieces (its output's length follows them too) and the
     beam; a piece covers one character or more, so characters bound the pieces without
     tokenizing on the event loop."""
@@ -48,7 +55,7 @@ class _Job:
     """A request's lines, to be decoded in a batch."""
 
     lines: list[str]
-    key: tuple[int, int, float]  # beam, nbest, length penalty: jobs decoded together share it
+    key: SearchOptions  # jobs decoded together share it
     future: asyncio.Future
     arrived: float  # loop time
 
@@ -58,7 +65,7 @@ class _Job:
 
     @property
     def work(self) -> int:
-        return work(self.lines, self.key[0])
+        return work(self.lines, rows_per_line(self.key))
 
 
 @dataclass
@@ -130,12 +137,14 @@ class Batcher:
             raise Busy(f"the service is busy: {queued:,} characters x beam are waiting, and this request's "
                        f"{amount:,} would pass its limit of {self.max_work:,}; retry later")
 
-    async def translate(self, lines: list[str], beam: int, nbest: int, length_penalty: float
-                        ) -> list[list[Translation]]:
-        """The ``nbest`` best translations of each line, decoded with other requests' lines."""
-        self._check_room(work(lines, beam))
+    async def translate(self, lines: list[str], options: SearchOptions) -> list[list[Translation]]:
+        """The translations ``options`` asks for of each line, decoded with other requests'
+        lines of the same options; a sampled request alone, so that its lines' draws are
+        numbered as its own (:mod:`nmt.inference.sampling`) and its seed gives the same answer
+        whoever else is waiting."""
+        self._check_room(work(lines, rows_per_line(options)))
         loop = asyncio.get_running_loop()
-        job = _Job(lines, (beam, nbest, length_penalty), loop.create_future(), loop.time())
+        job = _Job(lines, options, loop.create_future(), loop.time())
         self._jobs.append(job)
         self._arrival.set()
         return await job.future
@@ -194,7 +203,8 @@ class Batcher:
         first, lines = self._jobs[0], 0
         batch = []
         for job in self._jobs:
-            if job.key == first.key and (not batch or lines + len(job.lines) <= self.max_lines):
+            if job.key == first.key and (not batch or (lines + len(job.lines) <= self.max_lines
+                                                        and first.key.sampling is None)):
                 batch.append(job)
                 lines += len(job.lines)
         taken = {id(job) for job in batch}
@@ -202,11 +212,12 @@ class Batcher:
         return batch
 
     async def _decode(self, batch: list[_Job]) -> None:
-        beam, nbest, length_penalty = batch[0].key
+        options = batch[0].key
         lines = [line for job in batch for line in job.lines]
         self.batches += 1
         try:
-            run = partial(self.model.translate, lines, beam, nbest, length_penalty)
+            run = partial(self.model.translate, lines, options.beam, options.nbest, options.length_penalty,
+                          sampling=options.sampling)
             results = await self._on_worker(batch, run)
         except Exception as e:  # each request gets the error; the service goes on
             for job in batch:

@@ -28,7 +28,7 @@ from nmt.data.batching import Batch, make_batch, padded_pieces
 from nmt.data.prepare import prepare_run_data
 from nmt.data.tokenizer import PAD_ID
 from nmt.inference.quantize import load_for_decoding
-from nmt.inference.search import DEFAULT_LENGTH_PENALTY
+from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, SearchOptions
 from nmt.inference.translate import Translator
 from nmt.models.build import build_model, count_parameters
 from nmt.models.build import describe as describe_model
@@ -216,8 +216,8 @@ def run_bench(config: RunConfig, pairs: int | None, steps: int, warmup: int, run
         result.settings["translate_precision"] = precision
         texts = test_sources(run, sentences)
         for name, width in (("greedy", 1), (f"beam {beam}", beam)):
-            translator = Translator(use_kernels(model, config.train.kernels), tokenizer, decode_on, beam=width,
-                                    length_penalty=length_penalty, precision=precision)
+            translator = Translator(use_kernels(model, config.train.kernels), tokenizer, decode_on,
+                                    SearchOptions(width, 1, length_penalty), precision=precision)
             result.translate[name] = bench_translation(translator, texts, batch_size)
     result.train |= efficiency()
     return result

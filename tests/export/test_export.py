@@ -16,7 +16,7 @@ from nmt.api import load
 from nmt.data.tokenizer import Tokenizer
 from nmt.export.engine import CTranslate2Translator
 from nmt.export.exported import open_exported
-from nmt.inference.search import DEFAULT_LENGTH_PENALTY
+from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, SearchOptions
 
 pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
 
@@ -44,8 +44,9 @@ def exported(request: pytest.FixtureRequest, corpus: Path, tmp_path_factory: pyt
 def _both(exported: tuple[Path, Path], beam: int, n: int = 1) -> tuple[list, list]:
     """nmt's fp32 and CTranslate2's float32 n-best lists of :data:`SOURCES`."""
     run, directory = exported
-    ours = load(run, "cpu", "fp32").translator(beam, DEFAULT_LENGTH_PENALTY).nbest(SOURCES, n, with_attention=False)
-    theirs = CTranslate2Translator(open_exported(directory), "cpu", "fp32", beam, DEFAULT_LENGTH_PENALTY).nbest(SOURCES, n)
+    options = SearchOptions(beam, n, DEFAULT_LENGTH_PENALTY)
+    ours = load(run, "cpu", "fp32").translator(options).nbest(SOURCES, with_attention=False)
+    theirs = CTranslate2Translator(open_exported(directory), "cpu", "fp32", options).nbest(SOURCES)
     return ours, theirs
 
 
@@ -66,6 +67,12 @@ def test_beam_search_agrees_with_nmt(exported: tuple[Path, Path]) -> None:
     ours, theirs = _both(exported, beam=4, n=2)
     _check_agreement(ours, theirs)
     assert all(len(b) == min(2, len(a)) for a, b in zip(ours, theirs))  # the n-best lists too
+
+
+def test_sampling_is_refused_on_ctranslate2(exported: tuple[Path, Path]) -> None:
+    """Its draws would follow its batches; nmt's own follow the seed and the line."""
+    clean_error(nmt("translate", "--engine", "ctranslate2", "--checkpoint", exported[1], "--sample", "Tom."),
+                "--sample: runs on nmt's own engine")
 
 
 def test_vocabularies_are_the_rows_pieces(exported: tuple[Path, Path]) -> None:

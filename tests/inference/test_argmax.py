@@ -100,7 +100,7 @@ def test_greedy_search_picks_the_same_pieces_with_the_certified_argmax():
     from conftest import tiny_model
 
     from nmt.data.batching import make_batch
-    from nmt.inference.search import greedy_search
+    from nmt.inference.greedy import greedy_search
 
     model = tiny_model(vocab=30, seed=7).eval()
     batch = make_batch([[5, 6, 7, 8], [9], [10, 11, 12, 13, 14, 15, 16], [17, 5]] * 4)

@@ -9,14 +9,16 @@ from pathlib import Path
 from conftest import clean_error, make_pairs, nmt
 from nmt.api import Model, load
 from nmt.data.tokenizer import Tokenizer
+from nmt.inference.settings import SearchOptions
 
 SOURCES = list(dict.fromkeys(src for src, _ in make_pairs(80, seed=5)))
 
 
 def test_an_ensemble_of_a_model_with_itself_is_that_model(transformer_run: Path) -> None:
     for beam in (1, 3):
-        alone = load(transformer_run, "cpu", "fp32").translator(beam).nbest(SOURCES, 2 if beam > 1 else 1)
-        twice = Model.ensemble([load(transformer_run, "cpu", "fp32")] * 2, beam).nbest(SOURCES, 2 if beam > 1 else 1)
+        options = SearchOptions(beam, 2 if beam > 1 else 1)
+        alone = load(transformer_run, "cpu", "fp32").translator(options).nbest(SOURCES)
+        twice = Model.ensemble([load(transformer_run, "cpu", "fp32")] * 2, options).nbest(SOURCES)
         for mine, ours in zip(alone, twice):
             assert [h.tokens for h in mine] == [h.tokens for h in ours]
             for a, b in zip(mine, ours):

@@ -5,7 +5,8 @@ from test_transformer import _model
 
 from nmt.data.batching import make_batch
 from nmt.inference.packed import PackedFeedForward, PackedLinear, pack_linears, packing_available
-from nmt.inference.search import greedy_search, max_output_lengths
+from nmt.inference.greedy import greedy_search
+from nmt.inference.search import max_output_lengths
 
 DTYPES = [torch.float32, pytest.param(torch.bfloat16, marks=pytest.mark.skipif(
     not packing_available(torch.bfloat16), reason="needs a CPU with native bf16"))]

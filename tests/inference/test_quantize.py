@@ -6,6 +6,7 @@ from torch import nn
 from nmt.data.tokenizer import BOS_ID
 from nmt.errors import NmtError
 from nmt.inference.quantize import decoding_device, quantizable, quantize_int8
+from nmt.inference.settings import SearchOptions
 from nmt.inference.translate import Translator
 
 
@@ -56,8 +57,8 @@ def test_int8_translates_as_fp32_on_a_decisive_model_and_keeps_lines(tokenizer):
             param.mul_(3)
     lines = ["Tom sees the cat.", "", "Mary likes the dog today.", "The big red bird chases the mouse now."]
     cpu = torch.device("cpu")
-    fp32 = Translator(model, tokenizer, cpu, beam=3).translate(lines, batch_size=2)
-    int8 = Translator(quantize_int8(model), tokenizer, cpu, beam=3).translate(lines, batch_size=2)
+    fp32 = Translator(model, tokenizer, cpu, SearchOptions(3)).translate(lines, batch_size=2)
+    int8 = Translator(quantize_int8(model), tokenizer, cpu, SearchOptions(3)).translate(lines, batch_size=2)
     assert int8 == fp32 and int8[1] == ""
     assert all(len(out) > 10 for k, out in enumerate(fp32) if k != 1)  # outputs with pieces to compare
 

@@ -7,7 +7,8 @@ from conftest import tiny_model
 from nmt.data.batching import make_batch
 from nmt.data.tokenizer import BOS_ID, EOS_ID
 from nmt.inference.beam import beam_search, beam_searches
-from nmt.inference.search import greedy_search, greedy_searches, max_output_lengths
+from nmt.inference.greedy import greedy_search, greedy_searches
+from nmt.inference.search import max_output_lengths
 from nmt.models.interface import sentence_rows
 
 

@@ -5,6 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_search import RowCounter
 
+from nmt.inference.settings import SearchOptions
 from nmt.inference.translate import Translator
 
 
@@ -40,8 +41,8 @@ def test_parallel_workers_give_the_same_translations_and_restore_mode_and_thread
              "Tom likes Mary.", "The dog sleeps."]
     threads = torch.get_num_threads()
     for batch_size in (2, 64):  # 64: one batch for one worker, a batch each for two
-        one = Translator(model, tokenizer, torch.device("cpu"), beam=3, workers=1).nbest(lines, 2, batch_size)
-        two = Translator(model, tokenizer, torch.device("cpu"), beam=3, workers=2).nbest(lines, 2, batch_size)
+        one = Translator(model, tokenizer, torch.device("cpu"), SearchOptions(3, 2), workers=1).nbest(lines, batch_size)
+        two = Translator(model, tokenizer, torch.device("cpu"), SearchOptions(3, 2), workers=2).nbest(lines, batch_size)
         assert [[h.tokens for h in hyps] for hyps in one] == [[h.tokens for h in hyps] for hyps in two]
     assert model.training and torch.get_num_threads() == threads
 
@@ -55,11 +56,12 @@ def test_streams_of_joined_batches_translate_as_sentences_alone(tokenizer, beam)
     lines = [" ".join(words[k % len(words):k % len(words) + 1 + k % 7]) for k in range(22)]
     nbest = min(beam, 2)
     cpu = torch.device("cpu")
-    alone = Translator(model, tokenizer, cpu, beam=beam, length_penalty=1.0, workers=1).nbest(lines, nbest, 1)
+    options = SearchOptions(beam, nbest, 1.0)
+    alone = Translator(model, tokenizer, cpu, options, workers=1).nbest(lines, 1)
     for workers in (1, 2):
         counted = RowCounter(model)
-        translator = Translator(counted, tokenizer, cpu, beam=beam, length_penalty=1.0, workers=workers)
-        streamed = translator.nbest(lines, nbest, batch_size=4)
+        translator = Translator(counted, tokenizer, cpu, options, workers=workers)
+        streamed = translator.nbest(lines, batch_size=4)
         assert max(counted.rows) > 4 * beam  # joined steps ran
         assert [[h.tokens for h in hyps] for hyps in streamed] == [[h.tokens for h in hyps] for hyps in alone]
         for a, b in zip((h for hyps in alone for h in hyps), (h for hyps in streamed for h in hyps)):

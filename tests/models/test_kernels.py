@@ -7,7 +7,7 @@ from conftest import tiny_model
 
 from nmt.data.batching import make_batch
 from nmt.inference.beam import beam_search
-from nmt.inference.search import greedy_search
+from nmt.inference.greedy import greedy_search
 from nmt.models.kernels import use_kernels
 from nmt.models.loss import batch_loss
 

@@ -3,7 +3,7 @@ import torch
 from conftest import tiny_model
 
 from nmt.data.batching import make_batch
-from nmt.inference.search import greedy_search
+from nmt.inference.greedy import greedy_search
 from nmt.models.build import count_parameters
 
 

@@ -8,7 +8,7 @@ from nmt.data.batching import make_batch
 from nmt.data.prepare import prepare_run_data
 from nmt.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from nmt.inference.beam import beam_search
-from nmt.inference.search import greedy_search
+from nmt.inference.greedy import greedy_search
 from nmt.models.build import build_model
 from nmt.models.generator import Generator
 from nmt.models.loss import masked_cross_entropy

@@ -13,7 +13,7 @@ from nmt.data.batching import Batch, make_batch
 from nmt.data.tokenizer import PAD_ID
 from nmt.inference.beam import beam_search
 from nmt.inference.quantize import load_for_decoding, quantize_int8
-from nmt.inference.search import greedy_search
+from nmt.inference.greedy import greedy_search
 from nmt.inference.translate import Translator
 from nmt.models.attention import scaled_dot_product
 from nmt.models.build import build_model, describe

@@ -11,6 +11,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -19,6 +20,7 @@ import uvicorn
 from conftest import ROOT, nmt
 
 from nmt.api import load
+from nmt.inference.settings import Sampling
 from nmt.serve.app import create_app
 from nmt.serve.config import ServeConfig
 from nmt.serve.server import bind, url, uvicorn_config
@@ -78,6 +80,23 @@ def test_translations_are_the_apis(models, arch):
     assert answer["translations"][1] == []  # the empty line
 
 
+def test_sampled_translations_are_the_apis_whoever_else_is_waiting(models):
+    model, sample = models["transformer"], {"seed": 3, "top_p": 0.9}
+    expected = model.translate(SENTENCES, nbest=2, sampling=Sampling(**sample))
+    with service(model) as base:
+        answers = []
+        for _ in range(2):  # the second time beside a greedy request and another sampled one
+            with ThreadPoolExecutor(3) as pool:
+                calls = [pool.submit(call, base, "/translate", body) for body in (
+                    {"text": SENTENCES, "nbest": 2, "sample": sample}, {"text": SENTENCES[::-1]},
+                    {"text": SENTENCES[::-1], "nbest": 2, "sample": sample})]
+                answers.append([c.result() for c in calls])
+    for (status, answer), _, _ in answers:
+        assert status == 200
+        assert [[h["text"] for h in hyps] for hyps in answer["translations"]] == \
+            [[t.text for t in hyps] for hyps in expected]
+
+
 @pytest.mark.parametrize("arch", ["gru", "transformer"])
 def test_attention_has_every_layer_and_head_of_the_chosen_translation(models, arch):
     model = models[arch]
@@ -120,6 +139,11 @@ BAD = [  # body, status, what the error says
     (b'{"text": ["a"], "length_penalty": -1}', 422, "length_penalty -1.0: must be a finite number >= 0"),
     (b'{"text": ["a"], "beam": 2, "length_penalty": NaN}', 422, "length_penalty nan: must be a finite number >= 0"),
     (b'{"text": ["a"], "checkpoint": "/etc"}', 422, "checkpoint: Extra inputs are not permitted"),
+    (b'{"text": ["a"], "beam": 2, "sample": {}}', 422, "beam 2: and sampling do not go together"),
+    (b'{"text": ["a"], "sample": {"temperature": 0}}', 422, "temperature 0.0: must be a finite number > 0"),
+    (b'{"text": ["a"], "sample": {"top_k": -1}}', 422, "sample.top_k: Input should be greater than or equal to 0"),
+    (b'{"text": ["a"], "sample": {"heat": 2}}', 422, "sample.heat: Extra inputs are not permitted"),
+    (b'{"text": ["a"], "sample": {}, "nbest": 5}', 422, "nbest: Input should be less than or equal to 4"),
     (b'{"text": ["' + b"a" * 3000 + b'"]}', 413, "over the service's limit of 2000 bytes"),
 ]
 
