@@ -81,7 +81,7 @@ class ModelConfig:
     hidden_size: int = 256
     layers: int = 2
     bidirectional: bool = True  # each direction gets hidden_size // 2 units, concatenated
-    dropout: float = 0.2
+    dropout: float | None = 0.2  # None: by the training-pair count (BY_CORPUS_SIZE)
     decoder: str = "input_feeding"  # or "bahdanau" (d2l.ai's); see nmt/models/rnn/decoders.py
     attention: str = "additive"  # or "dot" (scaled dot product); see nmt/models/attention.py
     init_range: float = 0.1  # weights start uniform in +-init_range; 0: PyTorch's defaults
@@ -112,19 +112,27 @@ NO_FLAG = ("init_range", "vocab", "source_pieces", "target_pieces", "tokenizer_s
 DEFAULT_PATIENCE = 3
 DEFAULT_MAX_EPOCHS = 50
 
-# A Transformer's settings that follow the size of its corpus: under SMALL_CORPUS_PAIRS training
-# pairs the first value, from there on the second. Tied decoder embeddings and more label
-# smoothing gained 1.7 BLEU on 30,000 fra-eng pairs and cost 0.5-1.6 on 70,000 and on all
-# 163,000 (docs/small-corpus.md, "The Transformer's tied embeddings and label smoothing"). None
-# in a config stands for "by corpus size" until nmt train has counted the pairs
-# (RunConfig.for_corpus).
+# Each family's settings that follow the size of its corpus: under SMALL_CORPUS_PAIRS training
+# pairs the first value, from there on the second. The Transformer's tied decoder embeddings and
+# more label smoothing gained 1.7 BLEU on 30,000 fra-eng pairs and cost 0.5-1.6 on 70,000 and on
+# all 163,000 (docs/small-corpus.md, "The Transformer's tied embeddings and label smoothing");
+# the GRU's regularisers (Sennrich and Zhang 2019) gained 1.2 / 1.6 on 30,000 (docs/small-corpus.md,
+# "Screening, English→French: vocabulary, sampling, word dropout"), and were not measured on
+# more, where the earlier values stay. None in a config
+# stands for "by corpus size" until nmt train has counted the pairs (RunConfig.for_corpus); the
+# dataclasses' own defaults are the large-corpus values.
 SMALL_CORPUS_PAIRS = 50_000
-BY_CORPUS_SIZE: dict[str, tuple[Any, Any]] = {"tie_embeddings": (True, False), "label_smoothing": (0.2, 0.1)}
+BY_CORPUS_SIZE: dict[str, dict[str, tuple[Any, Any]]] = {
+    "gru": {"dropout": (0.3, 0.2), "source_word_dropout": (0.1, 0.0), "label_smoothing": (0.2, 0.1)},
+    "transformer": {"tie_embeddings": (True, False), "label_smoothing": (0.2, 0.1)},
+}
 
-# Where a transformer's defaults differ from the GRU's; chosen by measurement (docs/choices.md).
+# Each family's defaults where they differ from the dataclasses'; chosen by measurement
+# (docs/choices.md). A config built for the CLI or a YAML file starts from these.
 ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
-    "transformer": {"dropout": 0.1, "schedule": "noam", "warmup_steps": 400, "lr": 1e-3, "max_pass_pieces": 4500,
-                    **dict.fromkeys(BY_CORPUS_SIZE)},
+    "gru": dict.fromkeys(BY_CORPUS_SIZE["gru"]),
+    "transformer": {"dropout": 0.1, "source_word_dropout": 0.0, "schedule": "noam", "warmup_steps": 400,
+                    "lr": 1e-3, "max_pass_pieces": 4500, **dict.fromkeys(BY_CORPUS_SIZE["transformer"])},
 }
 
 
@@ -149,7 +157,8 @@ class TrainConfig:
     # of an older nmt: SentencePiece's lattice sampler is not reproducible (nmt/data/segmentation.py)
     subword_alpha: float = 0.0
     subword_nbest: int = 16
-    source_word_dropout: float = 0.0  # training source pieces read as <unk> at this rate (token masking)
+    source_word_dropout: float | None = 0.0  # training source pieces read as <unk> at this rate (token
+    #                                          masking); None: by the training-pair count (BY_CORPUS_SIZE)
     valid_every: int = 0  # steps between validations; 0 = once per epoch
     valid_bleu_size: int = 1000  # validation sentences decoded for BLEU
     patience: int | None = None  # validations without a better BLEU before stopping; 0 = never;
@@ -219,7 +228,7 @@ class RunConfig:
         """This config with each setting left to the corpus size (None) chosen for ``pairs``
         training pairs, and what was chosen recorded in ``by_corpus_size``."""
         small = pairs < SMALL_CORPUS_PAIRS
-        chosen = {key: values[0 if small else 1] for key, values in BY_CORPUS_SIZE.items()
+        chosen = {key: values[0 if small else 1] for key, values in BY_CORPUS_SIZE[self.model.arch].items()
                   if getattr(getattr(self, _section_of(key)), key) is None}
         if not chosen:
             return self
@@ -274,7 +283,7 @@ class RunConfig:
             at_least(m, name, 1)
         check(not m.bidirectional or m.hidden_size % 2 == 0, "hidden_size", m.hidden_size,
                "a bidirectional encoder needs an even size")
-        check(0 <= m.dropout < 1, "dropout", m.dropout, "must be in [0, 1)")
+        check(m.dropout is None or 0 <= m.dropout < 1, "dropout", m.dropout, "must be in [0, 1)")
         choice(m, "decoder", ("input_feeding", "bahdanau"))
         choice(m, "arch", ("gru", "transformer"))
         if m.arch == "transformer":
@@ -313,7 +322,7 @@ class RunConfig:
               "must be in [0, 1)")
         check(t.subword_alpha is None or 0 <= t.subword_alpha <= 1, "subword_alpha", t.subword_alpha,
               "must be in [0, 1] (0: off)")
-        check(0 <= t.source_word_dropout < 1, "source_word_dropout", t.source_word_dropout, "must be in [0, 1)")
+        check(t.source_word_dropout is None or 0 <= t.source_word_dropout < 1, "source_word_dropout", t.source_word_dropout, "must be in [0, 1)")
         check(t.subword_nbest == -1 or t.subword_nbest >= 2, "subword_nbest", t.subword_nbest,
               "must be at least 2")
         choice(t, "kernels", ("fast", "reference"))
@@ -345,7 +354,8 @@ def default_of(key: str) -> Any:
 
 
 def arch_defaults_of(key: str) -> dict[str, Any]:
-    """Where an architecture's default of ``key`` differs from :func:`default_of`'s."""
+    """Each architecture's default of ``key`` where it differs from :func:`default_of`'s (None:
+    by corpus size)."""
     return {arch: values[key] for arch, values in ARCH_DEFAULTS.items() if key in values}
 
 
@@ -374,7 +384,7 @@ def build_config(file_options: dict[str, Any], cli_options: dict[str, Any]) -> R
     overridden by explicit flags."""
     given = {**file_options, **cli_options}
     try:
-        return RunConfig().replace(**{**ARCH_DEFAULTS.get(given.get("arch"), {}), **given})
+        return RunConfig().replace(**{**ARCH_DEFAULTS.get(given.get("arch", "gru"), {}), **given})
     except TypeError as e:
         raise ConfigError(None, None, f"invalid config value: {e}") from None
 

@@ -85,7 +85,7 @@ def test_the_default_budget_is_patience_under_an_epoch_cap_and_any_budget_given_
     assert TrainConfig(patience=0).budget_text() == f"at most {DEFAULT_MAX_EPOCHS} epochs"
 
 
-def test_a_transformers_corpus_sized_settings_follow_the_training_pair_count():
+def test_corpus_sized_settings_follow_the_training_pair_count():
     from nmt.config import SMALL_CORPUS_PAIRS
     transformer = build_config({}, {"arch": "transformer"})
     assert (transformer.model.tie_embeddings, transformer.train.label_smoothing) == (None, None)
@@ -102,4 +102,9 @@ def test_a_transformers_corpus_sized_settings_follow_the_training_pair_count():
     assert (kept.model.tie_embeddings, kept.train.label_smoothing) == (False, 0.3)
     assert kept.train.by_corpus_size == "" and kept is given
     gru = build_config({}, {})
-    assert gru.for_corpus(10) is gru and gru.train.label_smoothing == 0.1
+    assert (gru.model.dropout, gru.train.source_word_dropout, gru.train.label_smoothing) == (None, None, None)
+    small = gru.for_corpus(SMALL_CORPUS_PAIRS - 1)
+    assert (small.model.dropout, small.train.source_word_dropout, small.train.label_smoothing) == (0.3, 0.1, 0.2)
+    large = gru.for_corpus(SMALL_CORPUS_PAIRS)
+    assert (large.model.dropout, large.train.source_word_dropout, large.train.label_smoothing) == (0.2, 0.0, 0.1)
+    assert transformer.for_corpus(10).model.dropout == 0.1  # the Transformer's dropout is not by size

@@ -15,7 +15,7 @@ from rich.markup import escape
 
 from nmt.config import BY_CORPUS_SIZE, CHOICES, NO_FLAG, SMALL_CORPUS_PAIRS, arch_defaults_of, default_of
 from nmt.errors import NmtError, SettingError, SettingMessage
-from nmt.inference.settings import check_search
+from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, Sampling, SearchOptions
 from nmt.setting_checks import spelling
 
 err = Console(stderr=True)
@@ -61,14 +61,16 @@ def at_least(name: str, value: int, minimum: int = 1) -> None:
 
 
 def with_default(key: str, text: str) -> str:
-    others = "".join(f"; {arch}: {_by_size(key) if value is None else value}"
-                     for arch, value in arch_defaults_of(key).items())
-    return f"{text} \\[default: {spelling(default_of(key)) if key in CHOICES else default_of(key)}{others}]"
+    archs = arch_defaults_of(key)
+    base = default_of(key)
+    shown = _by_size("gru", key) if archs.pop("gru", base) is None else spelling(base) if key in CHOICES else base
+    others = "".join(f"; {arch}: {_by_size(arch, key) if value is None else value}" for arch, value in archs.items())
+    return f"{text} \\[default: {shown}{others}]"
 
 
-def _by_size(key: str) -> str:
+def _by_size(arch: str, key: str) -> str:
     """A default that follows the corpus size, in words."""
-    small, large = BY_CORPUS_SIZE[key]
+    small, large = BY_CORPUS_SIZE[arch][key]
     return f"{small} under {SMALL_CORPUS_PAIRS:,} training pairs, else {large}"
 
 
@@ -93,7 +95,19 @@ EngineOpt = Annotated[str, Opt(help="nmt, or ctranslate2: decode a directory mad
 ENGINES = ("nmt", "ctranslate2")
 
 
-def load_translator(checkpoint: Path | list[Path] | None, device: str, beam: int = 1, length_penalty: float = 0.0,
+def search_options(beam: int = 1, nbest: int | None = None, length_penalty: float = DEFAULT_LENGTH_PENALTY,
+                   sample: bool = False, temperature: float | None = None, top_k: int | None = None,
+                   top_p: float | None = None, seed: int | None = None) -> SearchOptions:
+    """The search the decoding flags ask for, checked; the sampling flags need ``--sample``."""
+    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
+    given = {key: value for key, value in given.items() if value is not None}
+    if given and not sample:
+        raise SettingError(next(iter(given)), next(iter(given.values())), "is a setting of sampling: add {sample}",
+                           ("sample",))
+    return SearchOptions(beam, 1 if nbest is None else nbest, length_penalty, Sampling(**given) if sample else None)
+
+
+def load_translator(checkpoint: Path | list[Path] | None, device: str, options: SearchOptions = SearchOptions(),
                     precision: str = "auto", kernels: str = "fast", engine: str = "nmt", weights: str = "default") -> Any:
     """A translator (:class:`nmt.inference.translate.SentenceTranslator`) from the decoding
     flags, each checked before the model is looked for: nmt's own of ``checkpoint`` (default:
@@ -101,7 +115,6 @@ def load_translator(checkpoint: Path | list[Path] | None, device: str, beam: int
     the Python API loads a run (:func:`nmt.api.load`), or CTranslate2's of an exported directory."""
     runs = checkpoint if isinstance(checkpoint, list) else [checkpoint]
     checkpoint = runs[0] if runs else None
-    check_search(beam, length_penalty)
     check_engine(engine)
     if engine == "ctranslate2":
         from nmt.export.engine import CTranslate2Translator
@@ -111,15 +124,15 @@ def load_translator(checkpoint: Path | list[Path] | None, device: str, beam: int
         if weights != "default":
             raise SettingError("weights", weights, "chooses a run's weights; an export holds one set: "
                                "export the ones you want (nmt export --weights)")
-        return CTranslate2Translator(open_export(checkpoint), device, precision, beam, length_penalty)
+        return CTranslate2Translator(open_export(checkpoint), device, precision, options)
     from nmt.api import Model, load
 
     if len(runs) > 1:
         members = [load(run, device, "fp32" if precision == "auto" else precision, weights) for run in runs]
-        return Model.ensemble(members, beam, length_penalty)
+        return Model.ensemble(members, options)
     model = load(checkpoint, device, precision, weights)
     logging.getLogger(__name__).debug("decoding with %s on %s at %s", model.run, model.device, model.precision)
-    return model.translator(beam, length_penalty, kernels)
+    return model.translator(options, kernels)
 
 
 def check_engine(engine: str) -> None:

@@ -229,7 +229,7 @@ def test_what_another_rank_reports_stops_this_one(tmp_path, corpus_file, peer, r
 
     config = tiny_config(corpus_file, max_steps=5, dropout=0.0)
     data = prepare_run_data(config.data, tmp_path)
-    config = data.sized(config)
+    config = data.sized(config.for_corpus(len(data.train_src)))  # as nmt train resolves it
     torch.manual_seed(0)
     model = build_model(config.model, PAD_ID, data.source_pieces, data.target_pieces)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -255,7 +255,7 @@ def test_accumulating_two_batches_is_one_step_on_both(tmp_path, corpus_file):
 
     config = tiny_config(corpus_file, dropout=0.0, accum=2)
     data = prepare_run_data(config.data, tmp_path)
-    config = data.sized(config)
+    config = data.sized(config.for_corpus(len(data.train_src)))  # as nmt train resolves it
 
     def trainer():
         torch.manual_seed(0)
