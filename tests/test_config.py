@@ -72,7 +72,8 @@ def test_several_corpora_are_paths_or_weighted_mappings():
 
 
 def test_the_default_budget_is_patience_under_an_epoch_cap_and_any_budget_given_replaces_it():
-    from nmt.config import DEFAULT_MAX_EPOCHS, DEFAULT_PATIENCE, TrainConfig
+    from nmt.config import TrainConfig
+    from nmt.defaults import DEFAULT_MAX_EPOCHS, DEFAULT_PATIENCE
     default = TrainConfig()
     assert (default.epoch_limit, default.patience_limit) == (DEFAULT_MAX_EPOCHS, DEFAULT_PATIENCE)
     assert default.budget_text() == (f"until validation BLEU has not improved for {DEFAULT_PATIENCE} "
@@ -86,7 +87,7 @@ def test_the_default_budget_is_patience_under_an_epoch_cap_and_any_budget_given_
 
 
 def test_corpus_sized_settings_follow_the_training_pair_count():
-    from nmt.config import SMALL_CORPUS_PAIRS
+    from nmt.defaults import SMALL_CORPUS_PAIRS
     transformer = build_config({}, {"arch": "transformer"})
     assert (transformer.model.tie_embeddings, transformer.train.label_smoothing) == (None, None)
     small = transformer.for_corpus(SMALL_CORPUS_PAIRS - 1)

@@ -18,8 +18,8 @@ from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointsOpt, DeviceOpt, Engin
                              PenaltyOpt, PrecisionOpt, WeightsOpt, at_least, check_engine, err, load_translator,
                              open_export, search_options, user_errors, with_default)
 from nmt.cli.streams import argument_texts, input_lines, print_out, refuse_same_file, run_inputs, write_output
-from nmt.config import (DEFAULT_MAX_EPOCHS, DEFAULT_PATIENCE, RunConfig, build_config, load_config_file,
-                        read_run_config)
+from nmt.config import RunConfig, build_config, load_config_file, read_run_config
+from nmt.defaults import DEFAULT_MAX_EPOCHS, DEFAULT_PATIENCE
 from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_BATCH
 from nmt.inference.settings import DEFAULT_LENGTH_PENALTY

@@ -13,7 +13,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from nmt.config import BY_CORPUS_SIZE, CHOICES, NO_FLAG, SMALL_CORPUS_PAIRS, arch_defaults_of, default_of
+from nmt.config import CHOICES, NO_FLAG, arch_defaults_of, default_of
+from nmt.defaults import BY_CORPUS_SIZE, SMALL_CORPUS_PAIRS
 from nmt.errors import NmtError, SettingError, SettingMessage
 from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, Sampling, SearchOptions
 from nmt.setting_checks import spelling

@@ -74,9 +74,9 @@ class TrainingPairs:
         ids = np.fromiter(itertools.chain.from_iterable(candidates), dtype=np.int64, count=int(lengths.sum()))
         starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
         keys = self.alpha * np.add.reduceat(self.scores[ids], starts) + rng.gumbel(size=len(candidates))
-        text_of = np.repeat(np.arange(len(nbests)), [len(cands) for cands in nbests])
-        order = np.lexsort((-keys, text_of))  # by text, the highest key first
-        firsts = order[np.concatenate(([0], np.cumsum([len(cands) for cands in nbests])[:-1]))]
+        sizes = np.fromiter(map(len, nbests), dtype=np.int64, count=len(nbests))
+        order = np.lexsort((-keys, np.repeat(np.arange(len(nbests)), sizes)))  # by text, highest key first
+        firsts = order[np.cumsum(sizes) - sizes]
         return [candidates[k] for k in firsts]
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import dataclasses
 from dataclasses import dataclass
 
 from nmt.errors import SettingError, shown
@@ -25,12 +24,7 @@ def check_count(name: str, value: object, minimum: int = 1) -> int:
 
 def check_length_penalty(alpha: object) -> float:
     """``alpha`` if it is a finite real number >= 0 (GNMT's length penalty; 0: none)."""
-    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
-        raise SettingError("length_penalty", None,
-                           f"must be a number, got {shown(alpha)} ({type(alpha).__name__})")
-    if not (math.isfinite(alpha) and alpha >= 0):
-        raise SettingError("length_penalty", alpha, "must be a finite number >= 0")
-    return float(alpha)
+    return check_real("length_penalty", alpha, 0.0)
 
 
 def check_search(beam: object, length_penalty: object, n: object = 1, n_name: str = "nbest") -> None:
@@ -108,6 +102,3 @@ class SearchOptions:
     def strategy(self) -> str:
         """greedy, beam or sample."""
         return "sample" if self.sampling is not None else "beam" if self.beam > 1 else "greedy"
-
-    def with_nbest(self, nbest: int) -> SearchOptions:
-        return dataclasses.replace(self, nbest=nbest)
