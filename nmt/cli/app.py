@@ -135,6 +135,9 @@ def train(
     source_word_dropout: Annotated[Optional[float], Opt(help=with_default(
         "source_word_dropout", "Each training source piece reads as <unk> at this rate (token masking)."),
         rich_help_panel="Optimisation")] = None,
+    rdrop_alpha: Annotated[Optional[float], Opt(help=with_default(
+        "rdrop_alpha", "R-Drop: run each training batch twice and add alpha/4 times the symmetric KL of the "
+        "two passes' outputs to the loss (0: off; twice the step time)."), rich_help_panel="Optimisation")] = None,
     valid_every: Annotated[Optional[int], Opt(help=with_default("valid_every", "Validate every N steps (0: each epoch)."),
                                               rich_help_panel="Optimisation")] = None,
     valid_bleu_size: Annotated[Optional[int], Opt(help=with_default("valid_bleu_size", "Validation sentences decoded for BLEU."),

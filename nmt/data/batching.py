@@ -30,6 +30,13 @@ class Batch:
         """Real target tokens, the loss normaliser."""
         return int(self.tgt_mask.sum()) if self.tgt_mask is not None else 0
 
+    def twice(self) -> Batch:
+        """Every sentence twice: this batch's rows, then the same rows again (R-Drop's pass)."""
+        def double(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else torch.cat([t, t])
+        return Batch(double(self.src), double(self.src_len), double(self.tgt_in), double(self.tgt_out),
+                     double(self.tgt_mask))
+
     def to(self, device: torch.device) -> Batch:
         """Copy to ``device``; to CUDA through pinned memory without blocking the host."""
         def move(t: torch.Tensor | None) -> torch.Tensor | None:

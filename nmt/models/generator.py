@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from nmt.models.dropout import Dropout
-from nmt.models.loss import masked_cross_entropy
+from nmt.models.loss import masked_cross_entropy, rdrop_cross_entropy
 from nmt.models.pieces import PieceMap
 
 
@@ -53,8 +53,10 @@ class GeneratorOutputs(nn.Module):
         return self.generator.piece_ids(positions)
 
     def loss(self, outputs: torch.Tensor, tgt_out: torch.Tensor, tgt_mask: torch.Tensor,
-             label_smoothing: float = 0.0) -> torch.Tensor:
+             label_smoothing: float = 0.0, rdrop_alpha: float = 0.0) -> torch.Tensor:
         """See :meth:`nmt.models.interface.TranslationModel.loss`."""
+        if rdrop_alpha:
+            return rdrop_cross_entropy(self.generator, outputs, tgt_out, tgt_mask, label_smoothing, rdrop_alpha)
         return masked_cross_entropy(self.generator, outputs, tgt_out, tgt_mask, label_smoothing)
 
     @property

@@ -105,11 +105,13 @@ class TranslationModel(Protocol):
         """The tokenizer ids of logit positions (same shape)."""
 
     def loss(self, outputs: torch.Tensor, tgt_out: torch.Tensor, tgt_mask: torch.Tensor,
-             label_smoothing: float = 0.0) -> torch.Tensor:
+             label_smoothing: float = 0.0, rdrop_alpha: float = 0.0) -> torch.Tensor:
         """Summed label-smoothed cross-entropy of :meth:`forward`'s outputs over real targets.
 
         :param tgt_out: gold next ids, shape (batch, tgt_len)
         :param tgt_mask: True at real target positions, shape (batch, tgt_len)
+        :param rdrop_alpha: > 0: the batch holds each sentence twice (its second half repeats
+            its first) and the loss is R-Drop's (:func:`nmt.models.loss.rdrop_cross_entropy`)
         """
 
     @property

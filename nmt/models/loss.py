@@ -168,9 +168,42 @@ def masked_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: t
                                       label_smoothing)
 
 
+def rdrop_cross_entropy(generator: nn.Module, outputs: torch.Tensor, tgt_out: torch.Tensor,
+                        tgt_mask: torch.Tensor, label_smoothing: float, alpha: float) -> torch.Tensor:
+    """R-Drop's loss (Liang et al. 2021) over a batch that holds every sentence twice, the
+    second copy after the first, each through its own dropout masks: per real target token,
+    the two copies' mean label-smoothed cross-entropy plus ``alpha / 4`` times the symmetric
+    KL divergence of their output distributions, KL(p1 || p2) + KL(p2 || p1). That is the
+    paper's ``L1 + L2 + alpha * (KL12 + KL21) / 2`` halved, fairseq's scale, so the sum is
+    one copy's: divide by one copy's target tokens. Both copies' gradients flow through the
+    KL term.
+
+    The (2 * tokens, outputs) log-probabilities are held whole, in float32: the fused loss's
+    slices do not fit a term that pairs two tokens' whole distributions.
+
+    :param outputs: decoder outputs, shape (2 * batch, tgt_len, hidden)
+    :param tgt_out: gold next tokens, shape (2 * batch, tgt_len)
+    :param tgt_mask: True at real target tokens, shape (2 * batch, tgt_len)
+    :return: scalar sum over one copy's real tokens
+    """
+    real = generator.dropout(outputs[tgt_mask])  # (2 * n_tokens, hidden): copy 1's tokens, then copy 2's
+    gold = generator.positions(tgt_out[tgt_mask])
+    log_probs = F.log_softmax(generator.proj(real).float(), dim=-1)  # (2 * n_tokens, outputs)
+    smoothed = -((1 - label_smoothing) * log_probs.gather(1, gold.unsqueeze(1)).sum()
+                 + label_smoothing * log_probs.mean(dim=1).sum())
+    first, second = log_probs.chunk(2)
+    symmetric_kl = ((first.exp() - second.exp()) * (first - second)).sum()  # KL12 + KL21
+    return smoothed / 2 + alpha / 4 * symmetric_kl
+
+
 def batch_loss(model: TranslationModel, batch: Batch, label_smoothing: float = 0.0,
-               forward: Callable | None = None) -> torch.Tensor:
+               forward: Callable | None = None, rdrop_alpha: float = 0.0) -> torch.Tensor:
     """A teacher-forced pass over ``batch`` (on the model's device): summed token cross-entropy.
-    ``forward`` runs the pass in the model's place (a DistributedDataParallel replica of it)."""
+    ``forward`` runs the pass in the model's place (a DistributedDataParallel replica of it).
+    With ``rdrop_alpha`` > 0 the pass runs over every sentence twice and the loss is R-Drop's
+    (:func:`rdrop_cross_entropy`), on the same scale: meant for training, where dropout makes
+    the copies differ."""
+    if rdrop_alpha:
+        batch = batch.twice()
     outputs, _ = (forward or model)(batch.src, batch.src_len, batch.tgt_in)
-    return model.loss(outputs, batch.tgt_out, batch.tgt_mask, label_smoothing)
+    return model.loss(outputs, batch.tgt_out, batch.tgt_mask, label_smoothing, rdrop_alpha)

@@ -222,6 +222,7 @@ def model_card(run_dir: Path) -> dict[str, Any]:
                                           if config.train.subword_alpha else "off (the best segmentation)"),
                      **({"source word dropout": config.train.source_word_dropout}
                         if config.train.source_word_dropout else {}),
+                     **({"R-Drop alpha": config.train.rdrop_alpha} if config.train.rdrop_alpha else {}),
                      "stopped by": summary.get("stopped_by", "unknown (run unfinished or older)"),
                      "seconds": summary.get("train_seconds"), "device": summary.get("device"),
                      "precision": summary.get("precision", "fp32")},

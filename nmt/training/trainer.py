@@ -181,7 +181,10 @@ class Trainer:
         if not mine:
             return [((src[:1], tgt[:1]), 0.0)]
         src_lens, tgt_lens = (np.fromiter(map(len, side), dtype=np.int32, count=len(side)) for side in sides)
-        parts = split_passes(mine, src_lens, tgt_lens, self.t.max_pass_pieces)
+        pieces = self.t.max_pass_pieces
+        if self.t.rdrop_alpha and pieces:  # R-Drop's pass holds each sentence twice
+            pieces = max(1, pieces // 2)
+        parts = split_passes(mine, src_lens, tgt_lens, pieces)
         return [(([src[k] for k in part], [tgt[k] for k in part]), weight) for part in parts]
 
     def _backward(self, sides: Sides, weight: float) -> float:
@@ -189,7 +192,8 @@ class Trainer:
         loss weighted by ``weight``; returns the (unweighted) summed loss."""
         batch = make_batch(*sides).to(self.device)
         with autocast(self.device, self.precision):
-            loss = batch_loss(self.model, batch, self.t.label_smoothing, forward=self.replica)
+            loss = batch_loss(self.model, batch, self.t.label_smoothing, forward=self.replica,
+                              rdrop_alpha=self.t.rdrop_alpha)
         with lost_peers():
             self.scaler.scale(loss * weight).backward()
         return loss.item() if weight else 0.0
