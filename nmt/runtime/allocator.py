@@ -47,7 +47,7 @@ def preload_environment(environ: Mapping[str, str], platform: str = sys.platform
                         dirs: tuple[str, ...] = LIBRARY_DIRS) -> dict[str, str] | None:
     """The environment to run ``nmt`` again in, with an allocator preloaded; None: run as is
     (not Linux, ``NMT_ALLOCATOR=system``, an allocator preloaded already, none installed)."""
-    choice = environ.get(ENV, "auto")
+    choice = environ.get(ENV) or "auto"  # set but empty is unset, as a shell's VAR= means
     preloaded = environ.get("LD_PRELOAD", "")
     if platform != "linux" or choice == "system" or MARKER in environ or "malloc" in preloaded:
         return None
@@ -90,7 +90,8 @@ def run_with_preloaded_allocator() -> None:
     if it names one. Call it first thing: nothing has read stdin or started a thread yet."""
     environ = preload_environment(os.environ)
     if environ is not None:
-        sys.stdout.flush()
+        if sys.stdout is not None:  # None where the command was started with stdout closed
+            sys.stdout.flush()
         os.execve(sys.executable, sys.orig_argv, environ)
 
 

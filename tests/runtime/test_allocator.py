@@ -69,6 +69,22 @@ def test_the_command_runs_itself_again_at_most_once_whatever_the_library_is_name
     assert preload_environment({ENV: str(alias), MARKER: str(alias), "LD_PRELOAD": str(alias)}, "linux") is None
 
 
+def test_an_empty_setting_is_no_setting(library_dir):
+    environ = preload_environment({ENV: ""}, "linux", library_dir)
+    assert environ == {ENV: "", **preload_environment({}, "linux", library_dir)}
+    assert environ["LD_PRELOAD"] == f"{library_dir[0]}/{TCMALLOC}"
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="LD_PRELOAD is Linux's")
+def test_a_command_started_with_stdout_closed_runs_itself_again_without_a_traceback(tmp_path):
+    alias = tmp_path / "fastalloc.so"  # a library to preload, so that the command runs itself again
+    alias.symlink_to(_a_loaded_library())
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", ENV, MARKER)}
+    done = subprocess.run(["bash", "-c", f'"{sys.executable}" -m nmt --version >&-'], env=env | {ENV: str(alias)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+
+
 def _allocators(env_value: str) -> list[str]:
     """What the process reports before and after ``nmt``'s entry point (``--version``)."""
     code = ("from nmt.runtime.allocator import in_use; print(in_use(), flush=True); "
