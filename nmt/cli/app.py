@@ -290,6 +290,9 @@ def translate(
 @app.command(name="eval", epilog="Example: nmt eval --bleu --chrf --beam 5   or   "
                                  "nmt eval --src test.en --ref test.fr --ref test2.fr")
 def eval_(
+    run: Annotated[Optional[list[Path]], typer.Argument(
+        metavar="[RUN]...", help="Run directory, the same as --checkpoint; several: an ensemble. \\[default: newest "
+        "in checkpoints/]", show_default=False)] = None,
     bleu: Annotated[bool, Opt("--bleu", help="Corpus BLEU (the default metric).")] = False,
     chrf: Annotated[bool, Opt("--chrf", help="chrF2.")] = False,
     ter: Annotated[bool, Opt("--ter", help="TER.")] = False,
@@ -322,14 +325,14 @@ def eval_(
             raise NmtError("--all-refs is for a run's own test split; with --src, pass each --ref")
         at_least("--batch-size", batch_size)
         check_engine(engine)
-        runs = checkpoint or [latest_run() if engine == "nmt" else None]
+        runs = [*(run or []), *(checkpoint or [])] or [latest_run() if engine == "nmt" else None]
+        first = runs[0]
         if engine == "nmt":
-            run = test_run = runs[0]  # an ensemble is scored on its first run's test split
+            test_run = first  # an ensemble is scored on its first run's test split
         else:  # scored on the test split of the run it was exported from
-            run = runs[0]
-            test_run = open_export(run).run
+            test_run = open_export(first).run
             if src is None and not (test_run / "test.tsv").is_file():
-                raise NmtError(f"{run} was exported from {test_run}, which has no test.tsv now; "
+                raise NmtError(f"{first} was exported from {test_run}, which has no test.tsv now; "
                                "give --src and --ref")
         if hyp_out is not None:
             refuse_same_file(hyp_out, "--hyp-out", [("--src", src), *(("--ref", r) for r in ref or []),

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from nmt.cli.options import CheckpointOpt, DeviceOpt, Opt, at_least, err, user_errors
+from nmt.cli.options import CheckpointOpt, DeviceOpt, Opt, at_least, err, one_run, user_errors
 from nmt.cli.streams import print_out
 from nmt.errors import NmtError
 
@@ -44,13 +44,14 @@ def demo(
             width = max(map(len, gallery))
             print_out("\n".join(f"{n:<{width}}  {d.summary}" for n, d in gallery.items()))
             return
-        names = _chosen(name, gallery, checkpoint is not None)
-        if name == "all" and checkpoint is None:
+        run = one_run("demo", checkpoint)
+        names = _chosen(name, gallery, run is not None)
+        if name == "all" and run is None:
             err.print("note: bahdanau shows a trained run; give --checkpoint to include it", highlight=False)
         at_least("--epochs", epochs)
         if not (math.isfinite(lr) and lr > 0):
             raise NmtError(f"--lr must be a finite number > 0, got {lr}")
-        options = DemoOptions(seed, epochs, lr, checkpoint, text, device)
+        options = DemoOptions(seed, epochs, lr, run, text, device)
         paths = {n: _figure_path(output, n, len(names) > 1) for n in names}
         for n in names:
             with CountProgress(n) as progress:

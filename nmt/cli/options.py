@@ -75,9 +75,15 @@ def _by_size(arch: str, key: str) -> str:
     return f"{small} under {SMALL_CORPUS_PAIRS:,} training pairs, else {large}"
 
 
-CheckpointOpt = Annotated[Optional[Path], Opt(help="Run directory. \\[default: newest in checkpoints/]")]
+# One run: a list, so that a second --checkpoint is seen and refused (one_run), not silently
+# taken in the first's place; where the command has no other positional arguments, RunArg too
+CheckpointOpt = Annotated[Optional[list[Path]], Opt(
+    "--checkpoint", metavar="RUN", help="Run directory (the same as RUN). \\[default: newest in checkpoints/]",
+    show_default=False)]
+RunArg = Annotated[Optional[Path], typer.Argument(metavar="RUN", help="Run directory. \\[default: newest in "
+                                                  "checkpoints/]", show_default=False)]
 CheckpointsOpt = Annotated[Optional[list[Path]], Opt(
-    "--checkpoint", help="Run directory; repeat it for an ensemble (the mean of the runs' log-probabilities; "
+    "--checkpoint", metavar="RUN", help="Run directory; repeat it for an ensemble (the mean of the runs' log-probabilities; "
     "their spm.model must be one). \\[default: newest in checkpoints/]")]
 DeviceOpt = Annotated[str, Opt(help="auto, cpu, cuda, cuda:N or mps.")]
 BatchOpt = Annotated[int, Opt(help="Sentences decoded together, at most (a CPU's two workers split a "
@@ -106,6 +112,16 @@ def search_options(beam: int = 1, nbest: int | None = None, length_penalty: floa
         raise SettingError(next(iter(given)), next(iter(given.values())), "is a setting of sampling: add {sample}",
                            ("sample",))
     return SearchOptions(beam, 1 if nbest is None else nbest, length_penalty, Sampling(**given) if sample else None)
+
+
+def one_run(command: str, checkpoints: list[Path] | None, run: Path | None = None) -> Path | None:
+    """The one run a command takes, as RUN or ``--checkpoint`` (None: neither given); two
+    refused in one line, since only translate and eval build an ensemble from them."""
+    given = [*([run] if run is not None else []), *(checkpoints or [])]
+    if len(set(given)) > 1:
+        raise NmtError(f"nmt {command} takes one run, got {len(given)} ({', '.join(map(str, given))}); "
+                       "an ensemble of runs is nmt translate's and nmt eval's (--checkpoint A --checkpoint B)")
+    return given[0] if given else None
 
 
 def load_translator(checkpoint: Path | list[Path] | None, device: str, options: SearchOptions = SearchOptions(),

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.options import CheckpointOpt, DeviceOpt, Opt, WeightsOpt, err, user_errors
+from nmt.cli.options import CheckpointOpt, DeviceOpt, Opt, RunArg, WeightsOpt, err, one_run, user_errors
 from nmt.serve.config import ServeConfig
 
 LIMITS = "Limits"
@@ -13,11 +13,12 @@ LIMITS = "Limits"
 
 def register(app: typer.Typer) -> None:
     """Add ``serve`` to ``app``."""
-    app.command(epilog="Example: nmt serve --checkpoint checkpoints/run --port 8000, then open "
+    app.command(epilog="Example: nmt serve checkpoints/run --port 8000, then open "
                        "http://127.0.0.1:8000/")(serve)
 
 
 def serve(
+    run: RunArg = None,
     checkpoint: CheckpointOpt = None,
     weights: WeightsOpt = "default",
     host: Annotated[str, Opt(help="Address to listen on; 0.0.0.0 serves every interface (an explicit "
@@ -58,7 +59,7 @@ def serve(
     from nmt.api import load
     from nmt.serve.app import create_app
     from nmt.serve.server import bind
-    from nmt.serve.server import serve as run
+    from nmt.serve.server import serve as run_server
     from nmt.serve.server import serving_precision, url
     from nmt.tools.inspect import model_card
 
@@ -71,7 +72,7 @@ def serve(
         precision = serving_precision(precision, device)
         sock = bind(config)  # before loading: a port in use should not cost a model load
         try:
-            model = load(checkpoint, device, precision, weights)
+            model = load(one_run("serve", checkpoint, run), device, precision, weights)
             app = create_app(model, config, model_card(model.run))
             if not config.loopback:
                 err.print(f"[bold yellow]warning:[/] serving on {host}: anyone who can reach this machine "
@@ -79,6 +80,6 @@ def serve(
             # the socket listens already: a client that connects now waits for uvicorn to start
             err.print(f"serving {model.run} ({model.precision} on {model.device}) at {url(sock)}  "
                       f"(Ctrl+C to stop)", highlight=False, soft_wrap=True)
-            run(app, config, sock, access_log)
+            run_server(app, config, sock, access_log)
         finally:
             sock.close()

@@ -6,8 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from nmt.cli.options import (BeamOpt, CheckpointOpt, DeviceOpt, Opt, PenaltyOpt, WeightsOpt, at_least, err,
-                             load_translator, search_options, user_errors, with_default)
+from nmt.cli.options import (BeamOpt, CheckpointOpt, DeviceOpt, Opt, PenaltyOpt, RunArg, WeightsOpt, at_least, err,
+                             load_translator, one_run, search_options, user_errors, with_default)
 from nmt.cli.streams import argument_texts, checked_output, is_stdout, print_out, write_output
 from nmt.config import build_config, load_config_file
 from nmt.errors import NmtError
@@ -17,7 +17,7 @@ from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, check_length_penalty
 def register(app: typer.Typer) -> None:
     """Add these commands to ``app``."""
     app.command(name="attn-plot", epilog='Example: nmt attn-plot "Tom chases Jerry." -o attn.png --show')(attn_plot)
-    app.command(epilog="Example: nmt info --checkpoint checkpoints/20261130-074100")(info)
+    app.command(epilog="Example: nmt info checkpoints/20261130-074100")(info)
     app.command(epilog="Example: nmt bench --pairs 20000 --steps 30 --beam 5 --json-out bench.json")(bench)
     app.command(epilog="Example: nmt average checkpoints/run --last 3 -o last3, then nmt eval --weights last3 "
                        "--checkpoint checkpoints/run")(average)
@@ -82,7 +82,8 @@ def attn_plot(
         figure_format(output)
         check_panels(len(text))
         view = AttentionView.from_flags(kind, layer, head)
-        translator = load_translator(checkpoint, device, search_options(beam, None, length_penalty), weights=weights)
+        translator = load_translator(one_run("attn-plot", checkpoint), device, search_options(beam, None, length_penalty),
+                                     weights=weights)
         lines = argument_texts(text)
         panels = attention_panels(translator, lines, view)
         per_sentence = len(panels) // len(lines)
@@ -95,6 +96,7 @@ def attn_plot(
 
 
 def info(
+    run: RunArg = None,
     checkpoint: CheckpointOpt = None,
     json_out: Annotated[bool, Opt("--json", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
@@ -106,7 +108,7 @@ def info(
     from nmt.tools.inspect import model_card
 
     with user_errors():
-        card = model_card(checkpoint or latest_run())
+        card = model_card(one_run("info", checkpoint, run) or latest_run())
         print_out(json.dumps(card, indent=2) if json_out else
                key_value_table(f"nmt run {card['run']}", [(k, v) for k, v in card.items() if k != "run"]))
 
@@ -125,7 +127,7 @@ def bench(
     ff_size: Annotated[Optional[int], Opt(help=with_default("ff_size", "Transformer: feed-forward size."))] = None,
     vocab_size: Annotated[Optional[int], Opt(help=with_default("vocab_size", "Joint SentencePiece vocabulary size."))] = None,
     batch_size: Annotated[Optional[int], Opt(help=with_default("batch_size", "Training sentences per batch."))] = None,
-    checkpoint: Annotated[Optional[Path], Opt(help="Trained run for the translation phases. "
+    checkpoint: Annotated[Optional[list[Path]], Opt(help="Trained run for the translation phases. "
                                               "\\[default: newest in checkpoints/, skipped if none]")] = None,
     sentences: Annotated[int, Opt(help="Test sources translated per phase.")] = 2000,
     beam: BeamOpt = 5,
@@ -175,7 +177,7 @@ def bench(
         decode_on = decoding_device(decode_at, device)  # a bad flag fails now, not after training
         json_file = checked_output(json_out if json_out is not None else None if json_stdout
                                    else Path("bench.json"), "--json-out")  # before measuring
-        run = translation_run(checkpoint)
+        run = translation_run(one_run("bench", checkpoint))
         if run is None:
             err.print("no trained run in checkpoints/: skipping the translation phases")
         else:  # a broken run fails now, not after the training phase
