@@ -24,7 +24,31 @@ def wide_encoding(head: bytes) -> str | None:
     big = sum(1 for k in range(0, len(head), width) if head[k] == 0)
     if max(little, big) < 0.9 * len(head) // width:  # Latin text's NULs all fall on one side; data's anywhere
         return None
-    return f"UTF-{8 * width}{'LE' if little > big else 'BE'}"
+    name = f"UTF-{8 * width}{'LE' if little > big else 'BE'}"
+    return name if _reads_as_text(head[:len(head) - len(head) % width], name) else None
+
+
+def _reads_as_text(head: bytes, encoding: str) -> bool:
+    """Whether ``head`` decodes in ``encoding`` to mostly printable characters: an ELF header's
+    NULs fall like UTF-32's, but it decodes to control characters or to no characters at all."""
+    try:
+        text = head.decode(encoding.lower())
+    except UnicodeDecodeError:
+        return False
+    return sum(c.isprintable() or c in "\t\n\r" for c in text) >= 0.95 * len(text)
+
+
+def binary_problem(head: bytes) -> str | None:
+    """Why ``head``, a file's first bytes, is binary data rather than text, or None. Text has
+    few control bytes besides tab, newline and CR (a stray NUL in a line is the corpus reader's
+    to skip), and UTF-16 or UTF-32 text, full of NULs, is :func:`wide_encoding`'s."""
+    control = sum(head.count(b) for b in _CONTROL)
+    if not head or control < 0.05 * len(head) or wide_encoding(head) is not None:
+        return None
+    return f"binary data, not text ({control / len(head):.0%} of its first {len(head):,} bytes are control bytes)"
+
+
+_CONTROL = [*range(0, 9), 11, 12, *range(14, 32), 127]  # all but tab, newline and CR
 
 
 def conversion_hint(name: object, encoding: str) -> str:

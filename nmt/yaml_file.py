@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from nmt.encoding import conversion_hint, wide_encoding
+from nmt.encoding import binary_problem, conversion_hint, wide_encoding
 from nmt.errors import ConfigError
 
 MAX_CONFIG_BYTES = 1 << 20  # a real config is a few hundred bytes; /dev/zero is endless
@@ -31,6 +31,8 @@ def read_yaml_file(path: Path, what: str) -> Any:
     encoding = wide_encoding(data[:4096])
     if encoding is not None:  # UTF-16 of Latin text is valid UTF-8, a NUL byte between letters
         raise ConfigError(None, None, f"{path}: not UTF-8 text ({encoding}; {conversion_hint(path, encoding)})")
+    if problem := binary_problem(data[:4096]):
+        raise ConfigError(None, None, f"{path}: {problem}, expected a YAML {what}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from nmt.encoding import conversion_hint, wide_encoding
+from nmt.encoding import binary_problem, conversion_hint, wide_encoding
 from nmt.errors import NmtError, SettingError
 
 log = logging.getLogger(__name__)
@@ -95,6 +95,8 @@ def _check_encoding(head: bytes, name: str) -> None:
     encoding = wide_encoding(head[:_HEAD_BYTES])
     if encoding is not None:
         raise NmtError(f"{name}: {encoding} text, not UTF-8; {conversion_hint(name, encoding)}")
+    if problem := binary_problem(head[:_HEAD_BYTES]):
+        raise NmtError(f"{name}: {problem}")
 
 
 def read_text_lines(path: Path) -> list[bytes]:

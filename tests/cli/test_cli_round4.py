@@ -1,9 +1,11 @@
 """Careless use through the command line (reliability, round 4): how a command is given its
-run."""
+run, and files that are not what they are given as."""
 import json
+import sys
+from pathlib import Path
 
 import pytest
-from conftest import clean_error, nmt
+from conftest import clean_error, make_pairs, nmt, write_tsv
 
 
 def test_a_run_is_given_positionally_or_by_checkpoint_alike(tiny_run):
@@ -25,3 +27,13 @@ def test_a_second_run_is_refused_where_no_ensemble_is_built(tiny_run, tmp_path, 
     clean_error(result, f"nmt {command[0]} takes one run, got 2", "ensemble")
     if command[0] in ("info", "serve"):
         clean_error(nmt(*command, tiny_run, "--checkpoint", other), f"nmt {command[0]} takes one run, got 2")
+
+
+def test_a_program_given_as_text_is_called_binary(tmp_path):
+    program = Path(sys.executable).resolve()  # an ELF file, whose NULs once passed for UTF-32LE
+    corpus = write_tsv(tmp_path / "c.tsv", make_pairs(50))
+    for args in (["--corpus", program], ["--config", program], ["--corpus", corpus, "--test-src", program,
+                                                                 "--test-tgt", corpus]):
+        result = nmt("train", *args, "--run-dir", tmp_path / "run")
+        clean_error(result, f"{program}: binary data, not text (")
+        assert "UTF-32" not in result.stderr and "iconv" not in result.stderr
