@@ -18,6 +18,10 @@ def check_corpora(corpus: Any) -> None:
     for k, entry in enumerate(corpus, start=1):
         if isinstance(entry, str):
             continue
+        weight = entry.get("weight") if isinstance(entry, dict) else None
+        check(not isinstance(weight, str), "corpus", None,
+              f"entry {k}'s weight must be a number, got the string {weight!r} (YAML reads 5e-1 as a string: "
+              "write 0.5 or 5.0e-1)")
         ok = (isinstance(entry, dict) and set(entry) <= {"path", "weight"} and isinstance(entry.get("path"), str)
               and isinstance(entry.get("weight", 1), (int, float)) and not isinstance(entry.get("weight"), bool))
         check(ok, "corpus", None, f"entry {k} must be a path, or a mapping of path and weight, got {shown(entry)}")

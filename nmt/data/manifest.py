@@ -62,6 +62,9 @@ class Manifest:
     @classmethod
     def load(cls, directory: Path) -> Manifest:
         path = directory / MANIFEST
+        if not directory.is_dir():
+            raise NmtError(f"{directory}: {'not a directory' if directory.exists() else 'no such directory'}; "
+                           "--data takes a directory made by nmt prepare -o DIR")
         try:
             raw = json.loads(path.read_text(encoding="utf-8"))
             manifest = cls(**raw)

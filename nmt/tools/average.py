@@ -23,6 +23,8 @@ RESERVED = ("best", "last", DEFAULT)  # training's own, and the default's name: 
 
 def choose_steps(run_dir: Path, steps: list[int] | None, last: int | None) -> list[int]:
     """The kept steps to average: ``steps``, or the ``last`` N, or every one kept."""
+    if not (run_dir / "config.yaml").is_file():
+        raise NmtError(f"{run_dir}: {'not an nmt run directory' if run_dir.is_dir() else 'no such run directory'}")
     have = kept_steps(run_dir)
     if not have:
         raise NmtError(f"{run_dir} keeps no checkpoints to average; train it with --keep-checkpoints N")

@@ -37,3 +37,21 @@ def test_a_program_given_as_text_is_called_binary(tmp_path):
         result = nmt("train", *args, "--run-dir", tmp_path / "run")
         clean_error(result, f"{program}: binary data, not text (")
         assert "UTF-32" not in result.stderr and "iconv" not in result.stderr
+
+
+def test_data_and_runs_that_are_not_there_are_named_so(tmp_path):
+    a_file = write_tsv(tmp_path / "c.tsv", make_pairs(10))
+    clean_error(nmt("train", "--data", a_file, "--run-dir", tmp_path / "run"),
+                f"{a_file}: not a directory; --data takes a directory made by nmt prepare -o DIR")
+    clean_error(nmt("train", "--data", tmp_path / "nosuch", "--run-dir", tmp_path / "run"),
+                f"{tmp_path / 'nosuch'}: no such directory; --data takes a directory made by nmt prepare")
+    clean_error(nmt("average", tmp_path / "nosuch"), f"{tmp_path / 'nosuch'}: no such run directory")
+    clean_error(nmt("average", tmp_path), f"{tmp_path}: not an nmt run directory")
+
+
+def test_a_corpus_weight_that_yaml_read_as_a_string_is_named(tmp_path):
+    corpus = write_tsv(tmp_path / "c.tsv", make_pairs(10))
+    config = tmp_path / "c.yaml"
+    config.write_text(f"corpus:\n  - path: {corpus}\n    weight: 5e-1\n")
+    clean_error(nmt("train", "--config", config, "--run-dir", tmp_path / "run"),
+                "--corpus: entry 1's weight must be a number, got the string '5e-1'", "write 0.5")
