@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import shutil
 import time
 from collections import Counter
@@ -30,7 +29,7 @@ from nmt.data.sources import absolute_sources, corpus_weights, source_paths
 from nmt.data.store import TextStore, TokenStore
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError, SettingError, SettingMessage, shown
-from nmt.runtime.fileio import atomic_path, atomic_write_lines
+from nmt.runtime.fileio import atomic_path, atomic_write_lines, whole_directory
 
 log = logging.getLogger(__name__)
 
@@ -252,21 +251,8 @@ def adopt_prepared(cfg: DataConfig) -> DataConfig:
 def prepare_data_dir(cfg: DataConfig, out: Path, strict: bool = False) -> RunData:
     """``nmt prepare``: ``cfg``'s data, prepared into the new directory ``out``, whole or not at
     all (it is built beside ``out`` and renamed into place)."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise SettingError("output", out, "exists and is not empty; choose another directory")
-    partial = out.parent / f".{out.name}.partial-{os.getpid()}"
-    try:
-        partial.mkdir(parents=True)
-    except OSError as e:
-        raise SettingError("output", out, f"cannot create ({e.strerror})") from None
-    try:
+    with whole_directory(out) as partial:
         prepare_run_data(cfg, partial, strict)
-        if out.exists():
-            out.rmdir()
-        partial.rename(out)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
     return open_run_data(out)
 
 

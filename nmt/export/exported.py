@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from nmt.export.converter import (MAX_POSITIONS, QUANTIZATIONS, require_ctransla
                                   transformer_spec)
 from nmt.inference.loading import load_run
 from nmt.runtime.weights import weights_path
-from nmt.runtime.fileio import atomic_path
+from nmt.runtime.fileio import atomic_path, whole_directory
 
 MANIFEST = "nmt_export.json"
 FORMAT = 1
@@ -56,27 +55,18 @@ def export_run(run_dir: Path, out: Path, quantization: str = "float32", weights:
     if quantization not in QUANTIZATIONS:
         raise SettingError("quantization", quantization, f"must be one of {', '.join(QUANTIZATIONS)}")
     ctranslate2 = require_ctranslate2()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise SettingError("output", out, "exists and is not empty; choose another directory")
     config, model, tokenizer = load_run(run_dir, torch.device("cpu"), weights)
     if config.model.arch != "transformer":
         raise NmtError(f"{run_dir} is a GRU run: CTranslate2 has no GRU encoder-decoder to export it "
                        "to; for faster GRU decoding on CPU use nmt's own --precision int8")
     spec = transformer_spec(model, config.model, tokenizer)
-    partial = out.parent / f".{out.name}.partial-{os.getpid()}"
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        spec_converter(spec).convert(str(partial), quantization=quantization)
+    with whole_directory(out) as partial:
+        spec_converter(spec).convert(str(partial), quantization=quantization, force=True)  # into the empty partial
         shutil.copyfile(tokenizer.model_path, partial / "spm.model")
         manifest = _manifest(run_dir, weights_path(run_dir, weights), config, tokenizer, quantization,
                              ctranslate2.__version__)
         with atomic_path(partial / MANIFEST) as tmp:
             tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        if out.exists():
-            out.rmdir()
-        partial.rename(out)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
     return open_exported(out)
 
 

@@ -1,15 +1,21 @@
 """Safe file writes: a crash at any moment leaves either the old file or the new one, and a
-write never replaces what is not a plain file (a device, a FIFO) or loses a file's mode."""
+write never replaces what is not a plain file (a device, a FIFO) or loses a file's mode; a
+directory appears whole or not at all."""
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import shutil
+import signal
 import stat
 import tempfile
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from nmt.errors import SettingError
 
 
 @contextmanager
@@ -109,3 +115,72 @@ def atomic_write_text(path: Path, text: str, keep_links: bool = False) -> None:
 def atomic_write_lines(path: Path, lines: list[str]) -> None:
     """Write one line per item, each ended by a newline."""
     atomic_write_text(path, "".join(line + "\n" for line in lines))
+
+
+PARTIAL = ".partial-"  # .OUT.partial-PID: where a directory OUT is built, beside it
+
+
+@contextmanager
+def whole_directory(out: Path) -> Iterator[Path]:
+    """Yield a directory to build ``out``'s content in, renamed to ``out`` (new, or an empty
+    directory) when the block ends well and removed when it does not: on an error, Ctrl-C or
+    SIGTERM (``timeout``, schedulers, systemd). What a killed process could not remove, a
+    later call for the same ``out`` removes first.
+
+    :raises SettingError: for ``output``, when ``out`` is not a new or empty directory
+    """
+    if out.exists() and not out.is_dir():
+        raise SettingError("output", out, "exists and is not a directory (a file or a device); name a new directory")
+    if out.exists() and any(out.iterdir()):
+        raise SettingError("output", out, "exists and is not empty; choose another directory")
+    remove_orphaned_partials(out)
+    partial = out.parent / f".{out.name}{PARTIAL}{os.getpid()}"
+    try:
+        partial.mkdir(parents=True)
+    except OSError as e:
+        raise SettingError("output", out, f"cannot create ({e.strerror})") from None
+    try:
+        with _sigterm_as_interrupt():
+            yield partial
+            if out.exists():
+                out.rmdir()
+            partial.rename(out)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def remove_orphaned_partials(out: Path) -> None:
+    """Delete ``out``'s partial directories whose process is gone (killed before it could clean
+    up); one whose process lives is another's, still at work."""
+    for partial in out.parent.glob(f".{glob.escape(out.name)}{PARTIAL}*"):
+        pid = partial.name.rpartition(PARTIAL)[2]
+        if pid.isdigit() and not _process_lives(int(pid)):
+            shutil.rmtree(partial, ignore_errors=True)
+
+
+def _process_lives(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that cleanup runs; only the main
+    thread may set a handler, and elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

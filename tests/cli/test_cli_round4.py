@@ -1,11 +1,14 @@
 """Careless use through the command line (reliability, round 4): how a command is given its
 run, and files that are not what they are given as."""
 import json
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from conftest import clean_error, make_pairs, nmt, write_tsv
+from conftest import ROOT, clean_error, make_pairs, nmt, write_tsv
 
 
 def test_a_run_is_given_positionally_or_by_checkpoint_alike(tiny_run):
@@ -55,3 +58,20 @@ def test_a_corpus_weight_that_yaml_read_as_a_string_is_named(tmp_path):
     config.write_text(f"corpus:\n  - path: {corpus}\n    weight: 5e-1\n")
     clean_error(nmt("train", "--config", config, "--run-dir", tmp_path / "run"),
                 "--corpus: entry 1's weight must be a number, got the string '5e-1'", "write 0.5")
+
+
+@pytest.mark.slow  # a process, signalled while it prepares
+def test_sigterm_during_prepare_leaves_no_partial_directory(tmp_path):
+    corpus = write_tsv(tmp_path / "c.tsv", make_pairs(20000, seed=4))
+    out = tmp_path / "data"
+    process = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "prepare", "--corpus", str(corpus), "-o",
+                                str(out), "--vocab-size", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    for _ in range(6000):  # until its partial directory is there (under a minute, however busy the machine)
+        if list(tmp_path.glob(".data.partial-*")) or process.poll() is not None:
+            break
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode != 0 and "Traceback" not in stderr, stderr
+    assert not out.exists() and not list(tmp_path.glob(".data.partial-*"))

@@ -96,7 +96,9 @@ def test_prepare_makes_its_directory_whole_or_not_at_all(tmp_path, corpus):
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("")
     clean_error(nmt("prepare", "--corpus", corpus, "-o", tmp_path / "full"), "--output", "is not empty")
-    clean_error(nmt("train", "--data", tmp_path / "nowhere", "--run-dir", tmp_path / "r"), "data.json: missing")
+    clean_error(nmt("prepare", "--corpus", corpus, "-o", tmp_path / "full" / "x"), "--output",
+                "exists and is not a directory (a file or a device)")
+    clean_error(nmt("train", "--data", tmp_path / "nowhere", "--run-dir", tmp_path / "r"), "nowhere: no such directory")
     assert not (tmp_path / "r").exists()
 
 

@@ -1,10 +1,16 @@
-"""Safe writes: what is at the output path decides how it is written."""
+"""Safe writes: what is at the output path decides how it is written; a directory appears
+whole or not at all."""
 import os
+import re
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from nmt.runtime.fileio import atomic_path, atomic_write_text, check_writable, same_file
+from nmt.errors import SettingError
+from nmt.runtime.fileio import PARTIAL, atomic_path, atomic_write_text, check_writable, same_file, whole_directory
 
 
 def test_a_new_file_gets_the_usual_mode_and_no_temporary_is_left(tmp_path):
@@ -93,3 +99,43 @@ def test_check_writable_refuses_a_directory_and_a_missing_parent(tmp_path):
     with pytest.raises(FileNotFoundError):
         check_writable(tmp_path / "no" / "such" / "dir.json")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_whole_directory_appears_only_when_its_block_ends_well(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError):
+        with whole_directory(out) as partial:
+            (partial / "a").write_text("a")
+            raise RuntimeError("half way")
+    assert not out.exists() and not list(tmp_path.iterdir())
+    with whole_directory(out) as partial:
+        (partial / "a").write_text("a")
+        assert not out.exists()
+    assert (out / "a").read_text() == "a" and list(tmp_path.iterdir()) == [out]
+
+
+def test_a_whole_directory_refuses_a_file_or_a_full_directory(tmp_path):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    for name, says in (("file", "not a directory (a file or a device)"), ("full", "not empty")):
+        with pytest.raises(SettingError, match=re.escape(says)):
+            with whole_directory(tmp_path / name):
+                pass
+    with pytest.raises(SettingError, match=re.escape("not a directory")):
+        with whole_directory(Path("/dev/null")):
+            pass
+
+
+def test_partials_of_processes_that_are_gone_are_removed_and_others_kept(tmp_path):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    orphan = tmp_path / f".out{PARTIAL}{int(gone.stdout)}"
+    alive = tmp_path / f".out{PARTIAL}{os.getppid()}"  # this test's parent: a process that lives
+    other = tmp_path / f".outer{PARTIAL}{int(gone.stdout)}"  # another directory's
+    for partial in (orphan, alive, other):
+        partial.mkdir()
+        (partial / "x").write_text("x")
+    with whole_directory(tmp_path / "out"):
+        pass
+    assert not orphan.exists() and alive.exists() and other.exists()
