@@ -1,6 +1,7 @@
 """The ``nmt`` command line: parses options, calls the library, prints. Nothing else lives here."""
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 from pathlib import Path
@@ -181,8 +182,9 @@ def train(
                                              "budget and learning rate given (model flags are refused).")] = None,
     config: Annotated[Optional[Path], Opt(help="YAML file with any of these options; flags win.")] = None,
 ) -> None:
-    """Train a GRU encoder-decoder with attention, or a Transformer, on a parallel corpus.
+    """Train a GRU with attention or a Transformer on parallel text.
 
+    A bidirectional GRU encoder and an attention decoder by default, or --arch transformer.
     Every option can also be set in a YAML file passed with --config (keys as the flag names,
     with _ for -); the resolved configuration is saved as config.yaml in the run directory.
     """
@@ -272,7 +274,9 @@ def translate(
     engine: EngineOpt = "nmt",
     weights: WeightsOpt = "default",
 ) -> None:
-    """Translate sentences with a trained run: one output line per input line, in order."""
+    """Translate sentences: one output line per input line, in order.
+
+    Arguments, stdin or --input; greedy, beam search or sampling; one run or an ensemble."""
     from nmt.cli.output import translation_lines
 
     with user_errors():
@@ -313,7 +317,9 @@ def eval_(
     engine: EngineOpt = "nmt",
     weights: WeightsOpt = "default",
 ) -> None:
-    """Score a run with sacrebleu (detokenised output against raw references)."""
+    """Score a run with sacrebleu: BLEU, chrF, TER.
+
+    Detokenised output against raw references: the run's own test split, or --src and --ref."""
     from nmt.cli.output import score_json, score_table
     from nmt.inference.evaluate import evaluate, file_test_set, run_test_set
     from nmt.inference.loading import latest_run
@@ -355,6 +361,18 @@ export_command.register(app)
 tool_commands.register(app)
 serve_command.register(app)
 demo_command.register(app)
+
+
+def _reflow_help(commands: list) -> None:
+    """Each command's help is its docstring with the lines of each paragraph joined: the
+    terminal wraps them, where Typer would keep the source's line breaks mid-sentence."""
+    for command in commands:
+        if command.help is None and command.callback.__doc__:
+            paragraphs = inspect.cleandoc(command.callback.__doc__).split("\n\n")
+            command.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)
+
+
+_reflow_help(app.registered_commands)
 
 
 def main() -> None:

@@ -31,8 +31,9 @@ def demo(
     text: Annotated[str, Opt(help="bahdanau: the sentence.")] = "I am cold because the window is open.",
     device: DeviceOpt = "auto",
 ) -> None:
-    """Run the d2l.ai attention chapter's experiments on nmt's own modules: each writes a
-    figure and prints the numbers to notice."""
+    """Run the d2l.ai attention chapter's experiments.
+
+    On nmt's own modules; each writes a figure and prints the numbers to notice."""
     from nmt.demos.gallery import demos
     from nmt.demos.outcome import DemoOptions
     from nmt.report.panels import plot_panels

@@ -29,8 +29,10 @@ def export(
                                      "(or float16, int8_float16, int8_bfloat16 for GPUs).")] = "float32",
     weights: WeightsOpt = "default",
 ) -> None:
-    """Export a Transformer run's weights (its best by default), its vocabularies and its SentencePiece model as a
-    CTranslate2 model directory, with nmt_export.json saying how to tokenise for it."""
+    """Export a Transformer run as a CTranslate2 model directory.
+
+    The run's default weights (or --weights), its vocabularies and its SentencePiece model, with
+    nmt_export.json saying how to tokenise for it."""
     from nmt.export.exported import export_run
 
     with user_errors():

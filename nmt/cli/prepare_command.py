@@ -42,9 +42,11 @@ def prepare(
     config: Annotated[Optional[Path], Opt(help="YAML file with any of these options (an nmt train config "
                                           "will do); flags win.")] = None,
 ) -> None:
-    """Prepare a corpus once for many runs: read it (plain or gzipped), hold out validation and
-    test sets, train SentencePiece, and encode the training pairs into memory-mapped arrays,
-    with a data.json that records each source file's SHA-256 and what was kept and skipped."""
+    """Prepare a corpus once for many runs (nmt train --data DIR).
+
+    Reads it (plain or gzipped), holds out validation and test sets, trains SentencePiece, and
+    encodes the training pairs into memory-mapped arrays, with a data.json that records each
+    source file's SHA-256 and what was kept and skipped."""
     flags = data_flags({k: v for k, v in locals().items() if k not in ("output", "strict", "config")})
     from nmt.data.prepare import prepare_data_dir
 

@@ -54,8 +54,10 @@ def serve(
     = ServeConfig.expose_paths,
     access_log: Annotated[bool, Opt(help="Log each request.")] = True,
 ) -> None:
-    """Serve a trained run over HTTP: POST /translate and /attention, GET /health, /info, the
-    OpenAPI schema at /openapi.json, and a page at / that translates and draws attention."""
+    """Serve a run over HTTP, with a page that translates.
+
+    The page also draws attention. POST /translate and /attention, GET /health, /info, the OpenAPI schema at /openapi.json,
+    and the page at /."""
     from nmt.api import load
     from nmt.serve.app import create_app
     from nmt.serve.server import bind

@@ -31,8 +31,9 @@ def average(
                                "RUN/NAME.safetensors, then --weights NAME (averaged: unless training wrote "
                                "it).")] = "averaged",
 ) -> None:
-    """Average the weights a run kept (--keep-checkpoints) element by element into another
-    weights file of the run, for translate, eval, serve and attn-plot (--weights NAME)."""
+    """Average the weights a run kept into another weights file.
+
+    The weights of --keep-checkpoints, element by element, for translate, eval, serve and attn-plot (--weights NAME)."""
     from nmt.tools.average import average as write_average
     from nmt.tools.average import choose_steps
 
@@ -73,7 +74,9 @@ def attn_plot(
     device: DeviceOpt = "auto",
     weights: WeightsOpt = "default",
 ) -> None:
-    """Draw the attention weights of each decoded translation as a heatmap."""
+    """Draw each translation's attention weights as a heatmap.
+
+    Source pieces across, generated pieces down; a panel per sentence (or per head)."""
     from nmt.cli.display import attention_table
     from nmt.report.plotting import GRID_COLUMNS, check_panels, figure_format, plot_attention
     from nmt.tools.inspect import AttentionView, attention_panels
@@ -100,7 +103,10 @@ def info(
     checkpoint: CheckpointOpt = None,
     json_out: Annotated[bool, Opt("--json", help="Print one JSON object instead of a table.")] = False,
 ) -> None:
-    """Print a run's model card: architecture, sizes, data, training and library versions."""
+    """Print a run's model card: architecture, data, training.
+
+    Sizes and parameters per block, the vocabulary, where the held-out sets came from, the
+    budget and what ended it, the default weights and why, the device and library versions."""
     import json
 
     from nmt.cli.display import key_value_table
@@ -147,8 +153,9 @@ def bench(
     config: Annotated[Optional[Path], Opt(help="YAML file of nmt train's options (the model and batch "
                                           "to measure); flags win.")] = None,
 ) -> None:
-    """Measure training and translation throughput and peak memory on this machine, and how
-    close training runs to the device's matmul peak."""
+    """Measure training and translation speed and memory here.
+
+    Throughput and peak memory of each phase, and how close training runs to the device's matmul peak."""
     import dataclasses
     import json
 

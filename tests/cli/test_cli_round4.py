@@ -75,3 +75,17 @@ def test_sigterm_during_prepare_leaves_no_partial_directory(tmp_path):
     _, stderr = process.communicate(timeout=120)
     assert process.returncode != 0 and "Traceback" not in stderr, stderr
     assert not out.exists() and not list(tmp_path.glob(".data.partial-*"))
+
+
+def test_every_commands_summary_is_one_sentence_on_one_line():
+    from nmt.cli.app import app
+
+    for command in app.registered_commands:
+        summary, *rest = command.help.split("\n\n")
+        name = command.name or command.callback.__name__
+        assert len(summary) <= 64 and summary.endswith(".") and summary.count(". ") == 0, (name, summary)
+        assert all("\n" not in paragraph for paragraph in rest), name  # the terminal wraps them
+    listing = nmt("--help").stdout
+    assert all(line.rstrip(" │").endswith(".") for line in listing.splitlines()
+               if line.startswith("│ ") and any(f"│ {c.name or c.callback.__name__} " in line
+                                                    for c in app.registered_commands))
