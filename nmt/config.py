@@ -368,9 +368,15 @@ def save_config(config: RunConfig, path: Path) -> None:
     atomic_write_text(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
 
 
+EXPORT_MANIFEST = "nmt_export.json"  # what nmt export writes beside the model (nmt.export.exported)
+
+
 def read_run_config(path: Path) -> RunConfig:
     """Load a saved ``config.yaml``; unknown keys mean another version of nmt wrote it."""
     if not path.exists():
+        if (path.parent / EXPORT_MANIFEST).is_file():
+            raise ConfigError(None, None, f"{path.parent}: a model made by nmt export, not a run; nmt translate "
+                                          "and nmt eval decode it with --engine ctranslate2")
         raise ConfigError(None, None, f"{path}: missing; is this an nmt run directory?")
     raw = read_yaml_file(path, "run config")
     try:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import RunConfig
+from nmt.config import EXPORT_MANIFEST, RunConfig
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError, SettingError
 from nmt.export.converter import (MAX_POSITIONS, QUANTIZATIONS, require_ctranslate2, spec_converter,
@@ -31,7 +31,7 @@ from nmt.inference.loading import load_run
 from nmt.runtime.weights import weights_path
 from nmt.runtime.fileio import atomic_path, whole_directory
 
-MANIFEST = "nmt_export.json"
+MANIFEST = EXPORT_MANIFEST
 FORMAT = 1
 
 

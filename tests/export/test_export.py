@@ -133,6 +133,9 @@ def test_mistakes_are_one_line_errors(transformer_run: Path, tmp_path: Path) -> 
                 "nmt export RUN -o DIR")
     clean_error(nmt("translate", "--engine", "onnx", "x"), "--engine onnx")
     assert nmt("export", transformer_run, "-o", tmp_path / "ct2").returncode == 0
+    for command in (["info"], ["attn-plot", "Hi."], ["translate", "Hi."]):
+        clean_error(nmt(*command, "--checkpoint", tmp_path / "ct2"),
+                    f"{tmp_path / 'ct2'}: a model made by nmt export, not a run", "--engine ctranslate2")
     other = tmp_path / "other.model"
     Tokenizer.train([s for pair in make_pairs(50, seed=3) for s in pair], other, vocab_size=40)
     (tmp_path / "ct2" / "spm.model").write_bytes(other.read_bytes())
