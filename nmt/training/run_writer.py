@@ -22,7 +22,7 @@ from nmt.runtime.averaging import mean_of
 from nmt.runtime.checkpoint import read_header
 from nmt.runtime.weights import KEPT, kept_path, kept_steps
 from nmt.training.state import TrainState, read_metrics
-from nmt.training.tensorboard import TensorBoardLog
+from nmt.training.tensorboard import TensorBoardLog, check_folder
 from nmt.training.callbacks import TrainCallbacks
 
 
@@ -31,6 +31,8 @@ class RunWriter(TrainCallbacks):
 
     def __init__(self, run_dir: Path, tensorboard: bool = False) -> None:
         self.run_dir, self.tensorboard = run_dir, tensorboard
+        if tensorboard:
+            check_folder(run_dir)
         self.progress: TrainProgress | None = None
         self.board: TensorBoardLog | None = None
         self.seconds_before = 0.0

@@ -30,11 +30,20 @@ def require_tensorboard() -> type:
     return SummaryWriter
 
 
+def check_folder(run_dir: Path) -> None:
+    """Refuse, before training, a run whose event folder's place holds something else."""
+    folder = run_dir / FOLDER
+    if folder.exists() and not folder.is_dir():
+        raise SettingError("tensorboard", True, f"writes its event files into {folder}, which is a file, not a "
+                                                "directory; move it away, or train without --tensorboard")
+
+
 class TensorBoardLog:
     """The event files of ``run_dir``, from ``state``'s step on."""
 
     def __init__(self, run_dir: Path, state: TrainState) -> None:
         writer = require_tensorboard()
+        check_folder(run_dir)
         self.writer: Any = writer(str(run_dir / FOLDER), purge_step=state.step + 1 if state.step else None,
                                   flush_secs=30)
 

@@ -50,3 +50,16 @@ def test_without_the_package_the_flag_says_how_to_install(corpus: Path, tmp_path
     result = nmt("train", "--corpus", corpus, "--run-dir", tmp_path / "run", "--tensorboard", "--max-steps", "1",
                  *TINY, env=env)
     clean_error(result, "--tensorboard", 'pip install -e ".[tensorboard]"')
+
+
+def test_a_file_where_the_event_folder_goes_is_named(corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    assert nmt("train", "--corpus", corpus, "--run-dir", run, "--tensorboard", "--max-steps", "2", *TINY).returncode == 0
+    last = (run / "last.safetensors").read_bytes()
+    for event in (run / "tensorboard").iterdir():
+        event.unlink()
+    (run / "tensorboard").rmdir()
+    (run / "tensorboard").write_text("not a folder")
+    result = nmt("train", "--resume", run, "--max-steps", "4")
+    clean_error(result, f"{run / 'tensorboard'}, which is a file, not a directory")
+    assert (run / "last.safetensors").read_bytes() == last  # nothing lost
