@@ -66,13 +66,17 @@ class CTranslate2Translator(SentenceTranslator):
         threads = torch.get_num_threads()
         workers = workers or (min(2, threads) if kind == "cpu" else 1)
         threads = max(1, threads // workers)
-        self.engine = ctranslate2.Translator(str(exported.directory), device=kind, device_index=index,
-                                             compute_type=compute_type, inter_threads=workers,
-                                             intra_threads=threads)
+        outputs = len(_vocabulary(exported, "target"))
+        try:
+            self.engine = ctranslate2.Translator(str(exported.directory), device=kind, device_index=index,
+                                                 compute_type=compute_type, inter_threads=workers,
+                                                 intra_threads=threads)
+        except (RuntimeError, ValueError) as e:  # a damaged file in an export made before nmt_export.json's record
+            raise NmtError(f"{exported.directory}: CTranslate2 cannot load this model ({_first_line(e)}); "
+                           "export the run again") from None
         super().__init__(exported.tokenizer, options, precision=self.engine.compute_type)
         beam = options.beam
         self.exported, self.workers = exported, workers
-        outputs = len(_vocabulary(exported, "target"))
         if beam > 1 and 2 * beam > outputs:
             raise NmtError(f"beam size {beam} is too large for this model: it outputs {outputs} "
                            f"pieces, so the beam can hold at most {outputs // 2}")
@@ -155,8 +159,18 @@ def _vocabulary(exported: Exported, side: str) -> list[str]:
     for name in (f"{side}_vocabulary.json", "shared_vocabulary.json"):
         path = exported.directory / name
         if path.is_file():
-            return json.loads(path.read_text(encoding="utf-8"))
+            try:
+                pieces = json.loads(path.read_text(encoding="utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise NmtError(f"{path}: not valid JSON ({e}); export the run again") from None
+            if not pieces or not isinstance(pieces, list) or not all(isinstance(p, str) for p in pieces):
+                raise NmtError(f"{path}: not a list of pieces; export the run again")
+            return pieces
     raise NmtError(f"{exported.directory}: no {side} vocabulary; export the run again")
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _device(spec: str, ctranslate2: object) -> tuple[str, int]:

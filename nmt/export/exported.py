@@ -64,14 +64,14 @@ def export_run(run_dir: Path, out: Path, quantization: str = "float32", weights:
         spec_converter(spec).convert(str(partial), quantization=quantization, force=True)  # into the empty partial
         shutil.copyfile(tokenizer.model_path, partial / "spm.model")
         manifest = _manifest(run_dir, weights_path(run_dir, weights), config, tokenizer, quantization,
-                             ctranslate2.__version__)
+                             ctranslate2.__version__, _file_records(partial))
         with atomic_path(partial / MANIFEST) as tmp:
             tmp.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return open_exported(out)
 
 
 def _manifest(run_dir: Path, weights: Path, config: RunConfig, tokenizer: Tokenizer, quantization: str,
-              version: str) -> dict:
+              version: str, files: dict) -> dict:
     return {
         "format": FORMAT,
         "engine": "ctranslate2",
@@ -81,6 +81,7 @@ def _manifest(run_dir: Path, weights: Path, config: RunConfig, tokenizer: Tokeni
         "weights": {"file": str(weights.relative_to(run_dir)), "sha256": _sha256(weights)},
         "model": asdict(config.model),
         "tokenizer": {"file": "spm.model", "sha256": tokenizer.sha256},
+        "files": files,
         "source": {"text": "NFC, zero-width characters removed, runs of spaces one space, trimmed",
                    "pieces": "SentencePiece pieces of that text (spm.model), at most 256 a line",
                    "end": "</s>, appended by CTranslate2 (config.json: add_source_eos)"},
@@ -90,6 +91,28 @@ def _manifest(run_dir: Path, weights: Path, config: RunConfig, tokenizer: Tokeni
         "length_penalty": "nmt's alpha is GNMT's: a score is divided by ((5 + pieces) / 6) ** alpha, "
                           "pieces counting </s>; CTranslate2's own length_penalty divides by pieces ** alpha",
     }
+
+
+def _file_records(directory: Path) -> dict:
+    """Each of CTranslate2's files in ``directory``: its size and SHA-256, so that a file cut
+    short or changed is named before CTranslate2 reads it (it fails on one with a traceback,
+    or loads flipped weights without a word)."""
+    return {path.name: {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+            for path in sorted(directory.iterdir()) if path.is_file() and path.name != "spm.model"}
+
+
+def _check_files(directory: Path, files: dict) -> None:
+    for name, record in files.items():
+        path = directory / name
+        if not path.is_file():
+            raise NmtError(f"{path}: missing; export the run again")
+        size = path.stat().st_size
+        if size != record["bytes"]:
+            raise NmtError(f"{path}: {size:,} bytes where the export wrote {record['bytes']:,}: cut short or "
+                           "replaced; export the run again")
+        if _sha256(path) != record["sha256"]:
+            raise NmtError(f"{path}: changed since it was exported (its SHA-256 is not the one in "
+                           f"{MANIFEST}); export the run again")
 
 
 def _sha256(path: Path) -> str:
@@ -116,6 +139,7 @@ def open_exported(directory: Path) -> Exported:
     for name in ("model.bin", "config.json"):
         if not (directory / name).is_file():
             raise NmtError(f"{directory}: {name} is missing; export the run again")
+    _check_files(directory, manifest.get("files", {}))  # exports before the record have none
     tokenizer = Tokenizer(directory / "spm.model")
     if tokenizer.sha256 != manifest["tokenizer"]["sha256"]:
         raise NmtError(f"{directory / 'spm.model'}: not the tokenizer this model was exported with "

@@ -152,3 +152,36 @@ def test_without_ctranslate2_it_says_how_to_install(transformer_run: Path, tmp_p
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker.parent), *sys.path])}
     clean_error(nmt("export", transformer_run, "-o", tmp_path / "out", env=env), 'pip install -e ".[export]"')
     assert not (tmp_path / "out").exists()
+
+
+def _damage(directory: Path, name: str, how: str) -> None:
+    path = directory / name
+    data = path.read_bytes()
+    if how == "cut":
+        path.write_bytes(data[:1000])
+    elif how == "flip":
+        middle = len(data) // 2
+        path.write_bytes(data[:middle] + bytes(b ^ 0xFF for b in data[middle:middle + 64]) + data[middle + 64:])
+    else:
+        path.write_text(how, encoding="utf-8")
+
+
+@pytest.mark.parametrize("name, how", [("model.bin", "cut"), ("model.bin", "flip"), ("config.json", "{garbage"),
+                                       ("target_vocabulary.json", "[]")])
+def test_a_damaged_export_is_named_before_ctranslate2_reads_it(transformer_run: Path, tmp_path: Path,
+                                                                name: str, how: str) -> None:
+    """Each file CTranslate2 reads is checked against the size and SHA-256 that nmt_export.json
+    records, so a cut or changed one is named, with the fix (CTranslate2 failed with a traceback,
+    or loaded flipped weights without a word); an export without that record, as older exports
+    are, still gets one line from what CTranslate2 or the vocabulary's JSON says."""
+    assert nmt("export", transformer_run, "-o", tmp_path / "ct2").returncode == 0
+    _damage(tmp_path / "ct2", name, how)
+    clean_error(nmt("translate", "--engine", "ctranslate2", "--checkpoint", tmp_path / "ct2", "Hi."),
+                str(tmp_path / "ct2" / name), "export the run again")
+    manifest_path = tmp_path / "ct2" / "nmt_export.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    del manifest["files"]
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    if how != "flip":  # flipped weights without the record load, as CTranslate2 reads them
+        clean_error(nmt("translate", "--engine", "ctranslate2", "--checkpoint", tmp_path / "ct2", "Hi."),
+                    str(tmp_path / "ct2"), "export the run again")
