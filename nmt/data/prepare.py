@@ -25,7 +25,7 @@ from nmt.data.corpus import read_tsv
 from nmt.data.manifest import MANIFEST, Manifest, fingerprint
 from nmt.data.passes import Encoded, Kept, carve, check_overlap, encode, held_out_sets, kept_pairs
 from nmt.data.sampling import Reservoir
-from nmt.data.sources import absolute_sources, corpus_weights, source_paths
+from nmt.data.sources import absolute_sources, check_regular_files, corpus_weights, source_paths
 from nmt.data.store import TextStore, TokenStore
 from nmt.data.tokenizer import Tokenizer
 from nmt.errors import NmtError, SettingError, SettingMessage, shown
@@ -251,6 +251,7 @@ def adopt_prepared(cfg: DataConfig) -> DataConfig:
 def prepare_data_dir(cfg: DataConfig, out: Path, strict: bool = False) -> RunData:
     """``nmt prepare``: ``cfg``'s data, prepared into the new directory ``out``, whole or not at
     all (it is built beside ``out`` and renamed into place)."""
+    check_regular_files(cfg)
     with whole_directory(out) as partial:
         prepare_run_data(cfg, partial, strict)
     return open_run_data(out)

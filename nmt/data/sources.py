@@ -46,6 +46,18 @@ def download_fra_eng(target: Path) -> None:
                 tmp.write_bytes(archive.read(f"fra-eng/{name}"))
 
 
+def check_regular_files(cfg: DataConfig) -> None:
+    """Refuse, before any work, a data file that is a pipe, a FIFO or a device: the corpus is
+    read more than once (SentencePiece's sample, the pairs, the fingerprint), and a second read
+    of a pipe waits for ever or finds it empty."""
+    for what, name in cfg.files().items():
+        path = Path(name)
+        if path.exists() and not path.is_file() and not path.is_dir():
+            flag = "--" + what.split()[0].replace("_", "-")
+            raise NmtError(f"{flag} {name}: a pipe or device, not a regular file; nmt reads its data more than "
+                           "once, so save it to a file first (e.g. cat … > corpus.tsv) and give that")
+
+
 def corpus_readers(cfg: DataConfig) -> list[tuple[Iterator[tuple[str, str]], ReadReport]]:
     """Each configured corpus's usable pairs, streamed, and the report they fill as they are
     read: the corpora in order, or the two aligned files; the default corpus is fetched when

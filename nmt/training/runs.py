@@ -20,7 +20,7 @@ from nmt import __version__
 from nmt.config import RunConfig, read_run_config, save_config
 from nmt.data.manifest import MANIFEST
 from nmt.data.prepare import RunData, adopt_prepared, check_run_data, data_dir, open_run_data, prepare_run_data
-from nmt.data.sources import absolute_sources
+from nmt.data.sources import absolute_sources, check_regular_files
 from nmt.data.tokenizer import PAD_ID, Tokenizer
 from nmt.errors import NmtError, SettingError
 from nmt.inference import loading
@@ -115,6 +115,7 @@ def train_new_run(config: RunConfig, run_dir: Path, strict: bool = False) -> Tra
 
 def _set_up_new_run(config: RunConfig, run_dir: Path, strict: bool, held: ExitStack) -> tuple[RunConfig, RunData]:
     """Create and lock ``run_dir`` (the lock stays in ``held``), prepare the data, save the config."""
+    check_regular_files(config.data)  # before the run directory exists
     created = _fresh_run_dir(run_dir)
     lock_existed = (run_dir / LOCK_FILE).exists()
     held.enter_context(run_lock(run_dir))

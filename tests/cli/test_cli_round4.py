@@ -1,6 +1,7 @@
 """Careless use through the command line (reliability, round 4): how a command is given its
 run, and files that are not what they are given as."""
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -61,6 +62,21 @@ def test_a_corpus_weight_that_yaml_read_as_a_string_is_named(tmp_path):
 
 
 @pytest.mark.slow  # a process, signalled while it prepares
+def test_a_pipe_as_data_is_refused_before_any_work(tmp_path):
+    """A corpus is read more than once, so a FIFO or a pipe (which hung, or failed at the end)
+    is refused at the start, with nothing written; a pipe as a held-out file too."""
+    corpus = write_tsv(tmp_path / "c.tsv", make_pairs(60, seed=4))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for args in (["prepare", "--corpus", fifo, "-o", tmp_path / "D"],
+                 ["train", "--corpus", fifo, "--run-dir", tmp_path / "R", "--max-steps", "1"]):
+        clean_error(nmt(*args), f"--corpus {fifo}: a pipe or device, not a regular file", "save it to a file")
+    result = nmt("train", "--corpus", corpus, "--valid-src", "/dev/stdin", "--valid-tgt", corpus,
+                 "--run-dir", tmp_path / "R", "--max-steps", "1", stdin=corpus.read_text(), process=True)
+    clean_error(result, "--valid-src /dev/stdin: a pipe or device")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.tsv", "fifo"]
+
+
 def test_sigterm_during_prepare_leaves_no_partial_directory(tmp_path):
     corpus = write_tsv(tmp_path / "c.tsv", make_pairs(20000, seed=4))
     out = tmp_path / "data"
