@@ -6,6 +6,7 @@ sectioned as the saved ``config.yaml`` is (``data:``, ``model:``, ``train:``).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -101,9 +102,10 @@ class ModelConfig:
 # Settings whose value is one of a few words; a word's hyphens and underscores are one
 CHOICES = ("decoder", "arch", "norm", "attention", "kernels", "schedule", "precision")
 
-# Model settings with no flag of their own: YAML-only, or set by nmt train from the data
-NO_FLAG = ("init_range", "vocab", "source_pieces", "target_pieces", "tokenizer_sha256", "data_sha256",
-           "by_corpus_size")
+# What nmt train records from the data and its choices: in a run's config.yaml, never a user's --config
+SET_BY_TRAIN = ("vocab", "source_pieces", "target_pieces", "tokenizer_sha256", "data_sha256", "by_corpus_size")
+# Settings with no flag of their own: YAML-only, or set by nmt train
+NO_FLAG = ("init_range", *SET_BY_TRAIN)
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -313,7 +315,8 @@ def _section_of(key: str) -> str:
     for section, cls in _SECTIONS.items():
         if key in {f.name for f in fields(cls)}:
             return section
-    raise ConfigError(None, None, f"unknown config key '{key}'; valid keys: {', '.join(sorted(option_names()))}")
+    valid = sorted(set(option_names()) - set(SET_BY_TRAIN))
+    raise ConfigError(None, None, f"unknown config key '{key}'; valid keys: {', '.join(valid)}")
 
 
 def option_names() -> list[str]:
@@ -349,8 +352,13 @@ def flatten(raw: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
-    """Read a YAML config file into flat keys."""
-    return flatten(read_yaml_file(path, "config file") or {}, str(path))
+    """Read a user's YAML config file into flat keys, without what nmt train records from the
+    data (a run's config.yaml is a valid --config: train works those out again)."""
+    flat = flatten(read_yaml_file(path, "config file") or {}, str(path))
+    if recorded := sorted(flat.keys() & set(SET_BY_TRAIN)):
+        logging.getLogger(__name__).warning("%s: %s recorded by nmt train from the data, not settings; ignored",
+                                            path, ", ".join(recorded))
+    return {key: value for key, value in flat.items() if key not in SET_BY_TRAIN}
 
 
 def build_config(file_options: dict[str, Any], cli_options: dict[str, Any]) -> RunConfig:

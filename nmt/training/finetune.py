@@ -30,6 +30,7 @@ from nmt.models.pieces import PieceEmbedding
 log = logging.getLogger(__name__)
 
 MODEL_KEYS = frozenset(f.name for f in fields(ModelConfig))
+TOKENIZER_KEYS = frozenset({"vocab_size", "spm_sample"})  # what trains a SentencePiece model: the parent's is used
 
 
 def parent_config(init_from: Path) -> RunConfig:
@@ -40,9 +41,9 @@ def parent_config(init_from: Path) -> RunConfig:
 
 
 def check_model_not_given(given: dict[str, Any], init_from: Path) -> None:
-    """A fine-tuned run has its parent's model: a model setting given is refused."""
-    for key in sorted(given.keys() & MODEL_KEYS):
-        raise SettingError(key, given[key], "a run that starts from {init_from} keeps its model; "
+    """A fine-tuned run has its parent's model and vocabulary: a setting of either is refused."""
+    for key in sorted(given.keys() & (MODEL_KEYS | TOKENIZER_KEYS)):
+        raise SettingError(key, given[key], "a run that starts from {init_from} keeps its model and vocabulary; "
                            f"leave it out (the parent's is in {init_from / 'config.yaml'})", ("init_from",))
 
 

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, clean_error, make_pairs, nmt, write_tsv
+import yaml
+from conftest import ROOT, TINY, clean_error, make_pairs, nmt, write_tsv
 
 
 def test_a_run_is_given_positionally_or_by_checkpoint_alike(tiny_run):
@@ -105,3 +106,23 @@ def test_every_commands_summary_is_one_sentence_on_one_line():
     assert all(line.rstrip(" │").endswith(".") for line in listing.splitlines()
                if line.startswith("│ ") and any(f"│ {c.name or c.callback.__name__} " in line
                                                     for c in app.registered_commands))
+
+
+def test_a_config_cannot_set_what_train_records(tmp_path):
+    """vocab, data_sha256, by_corpus_size and the like are what nmt train writes into a run's
+    config.yaml from the data: a user's --config giving one is warned about and ignored (so a
+    run's config.yaml stays a valid --config), and the list of valid keys does not offer them."""
+    corpus = write_tsv(tmp_path / "c.tsv", make_pairs(80, seed=5))
+    config = tmp_path / "c.yaml"
+    config.write_text("model:\n  vocab: 7\ntrain:\n  by_corpus_size: mine\n", encoding="utf-8")
+    result = nmt("train", "--config", config, "--corpus", corpus, "--run-dir", tmp_path / "R", *TINY,
+                 "--max-steps", "1")
+    assert result.returncode == 0, result.stderr
+    assert "by_corpus_size, vocab recorded by nmt train from the data, not settings; ignored" in \
+        " ".join(result.stderr.split())
+    saved = yaml.safe_load((tmp_path / "R" / "config.yaml").read_text(encoding="utf-8"))
+    assert saved["model"]["vocab"] > 7 and saved["train"]["by_corpus_size"] != "mine"
+    config.write_text("no_such_key: 1\n", encoding="utf-8")
+    result = nmt("prepare", "--config", config, "-o", tmp_path / "D")
+    clean_error(result, "unknown config key 'no_such_key'", "vocab_size")
+    assert "data_sha256" not in result.stderr and "by_corpus_size" not in result.stderr

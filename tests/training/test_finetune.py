@@ -70,10 +70,11 @@ def test_fine_tuning_raises_bleu_in_domain(parent: Path, tmp_path: Path) -> None
     assert "fine-tuned from" in info.stdout and str(parent.resolve()) in " ".join(info.stdout.split()), info.stdout
 
 
-def test_model_flags_and_a_resume_are_refused(parent: Path, corpus: Path, tmp_path: Path) -> None:
+def test_model_and_vocabulary_flags_and_a_resume_are_refused(parent: Path, corpus: Path, tmp_path: Path) -> None:
     base = ["train", "--init-from", parent, "--corpus", corpus, "--run-dir", tmp_path / "c", "--max-steps", "1"]
     clean_error(nmt(*base, "--hidden-size", "16"), "--hidden-size 16", "--init-from")
     clean_error(nmt(*base, "--arch", "transformer"), "--arch transformer", "keeps its model")
+    clean_error(nmt(*base, "--vocab-size", "300"), "--vocab-size 300", "keeps its model and vocabulary")
     clean_error(nmt("train", "--init-from", parent, "--resume", parent), "--init-from", "--resume")
     clean_error(nmt("train", "--init-from", tmp_path, "--corpus", corpus), "--init-from", "not a run directory")
     assert not (tmp_path / "c").exists()
