@@ -45,3 +45,19 @@ def run_lock(run_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def lock_holder(run_dir: Path) -> str | None:
+    """The PID (as the lock file gives it) of the process training in ``run_dir`` now, or
+    None where none holds its lock. A shared lock is tried and dropped at once."""
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None
+    except BlockingIOError:
+        return os.pread(fd, 32, 0).decode("ascii", errors="replace").strip() or "unknown"
+    finally:
+        os.close(fd)

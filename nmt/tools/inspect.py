@@ -20,6 +20,7 @@ from nmt.models.build import count_parameters, describe, parameters_per_block
 from nmt.models.transformer.model import Transformer
 from nmt.report.plotting import AttentionPanel
 from nmt.runtime.checkpoint import read_header_checked
+from nmt.runtime.lock import lock_holder
 from nmt.training.state import read_metrics
 
 
@@ -185,6 +186,21 @@ def attention_panels(translator: Translator, lines: list[str], view: AttentionVi
     return panels
 
 
+def _known(values: dict) -> dict:
+    """``values`` without those a run has not recorded (yet)."""
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _training_now(run_dir: Path, records: list[dict]) -> dict:
+    """What a run that is training now has done so far (run.json is written at its end)."""
+    holder = lock_holder(run_dir)
+    if holder is None:
+        return {}
+    last = (f"step {records[-1]['step']:,}, epoch {records[-1]['epoch']}, {records[-1]['elapsed_s'] / 60:.0f} "
+            "minutes, at its latest validation" if records else "not validated yet")
+    return {"status": f"training now (PID {holder} holds its lock): {last}"}
+
+
 def model_card(run_dir: Path) -> dict[str, Any]:
     """What a reader of a run wants to know, from its files alone (the weights are checked
     against config.yaml from their header, not loaded)."""
@@ -200,7 +216,8 @@ def model_card(run_dir: Path) -> dict[str, Any]:
     records = read_metrics(run_dir / "metrics.jsonl")
     best = max(records, key=lambda r: (r["valid_bleu"], r["step"])) if records else {}  # a tie: the newer, as training keeps
     parent = {"fine-tuned from": _parent(config, summary)} if config.train.init_from else {}
-    return {
+    training_now = _training_now(run_dir, records)
+    return training_now | {
         "run": str(run_dir),
         **parent,
         "architecture": describe(m),
@@ -215,7 +232,7 @@ def model_card(run_dir: Path) -> dict[str, Any]:
         "validation set": _held_out(run_dir, config, "valid", summary),
         "test set": _held_out(run_dir, config, "test", summary),
         "pairs": summary.get("pairs", "unknown (run unfinished)"),
-        "training": {"steps": summary.get("steps", records[-1]["step"] if records else 0),
+        "training": _known({"steps": summary.get("steps", records[-1]["step"] if records else 0),
                      "epochs": summary.get("epochs_completed"), "budget": config.train.budget_text(),
                      **({"set by corpus size": config.train.by_corpus_size} if config.train.by_corpus_size else {}),
                      "subword sampling": (f"alpha {config.train.subword_alpha:g}, nbest {config.train.subword_nbest}"
@@ -223,12 +240,12 @@ def model_card(run_dir: Path) -> dict[str, Any]:
                      **({"source word dropout": config.train.source_word_dropout}
                         if config.train.source_word_dropout else {}),
                      **({"R-Drop alpha": config.train.rdrop_alpha} if config.train.rdrop_alpha else {}),
-                     "stopped by": summary.get("stopped_by", "unknown (run unfinished or older)"),
-                     "seconds": summary.get("train_seconds"), "device": summary.get("device"),
-                     "precision": summary.get("precision", "fp32")},
+                     **({"stopped by": summary.get("stopped_by", "unknown (run unfinished or older)"),
+                         "precision": summary.get("precision", "fp32")} if not training_now else {}),
+                     "seconds": summary.get("train_seconds"), "device": summary.get("device")}),
         "best validation BLEU": f"{best['valid_bleu']} at step {best['step']}" if best else "none yet",
         "default weights": _default_weights(summary),
-        "throughput": {"target pieces/s": summary.get("train_tokens_per_s"),
-                       "sentences/s": summary.get("train_sentences_per_s")},
+        "throughput": _known({"target pieces/s": summary.get("train_tokens_per_s"),
+                              "sentences/s": summary.get("train_sentences_per_s")}),
         "versions": summary.get("versions", {}),
     }

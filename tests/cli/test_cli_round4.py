@@ -2,6 +2,7 @@
 run, and files that are not what they are given as."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import ROOT, TINY, clean_error, make_pairs, nmt, write_tsv
+from nmt.runtime.lock import run_lock
 
 
 def test_a_run_is_given_positionally_or_by_checkpoint_alike(tiny_run):
@@ -126,3 +128,20 @@ def test_a_config_cannot_set_what_train_records(tmp_path):
     result = nmt("prepare", "--config", config, "-o", tmp_path / "D")
     clean_error(result, "unknown config key 'no_such_key'", "vocab_size")
     assert "data_sha256" not in result.stderr and "by_corpus_size" not in result.stderr
+
+
+def test_info_on_a_run_training_now_says_so(tiny_run, tmp_path):
+    """While a process holds the run's lock, info says it is training, with its latest
+    validation's step, instead of None and 'stopped by unknown'; once the lock goes, as before."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    (run / "run.json").unlink()  # written at a session's end
+    last = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][-1]
+    with run_lock(run):
+        result = nmt("info", run, "--json")
+    assert result.returncode == 0, result.stderr
+    card = json.loads(result.stdout)
+    assert card["status"].startswith(f"training now (PID {os.getpid()} holds its lock): step {last['step']:,}")
+    assert "stopped by" not in card["training"] and None not in card["training"].values()
+    card = json.loads(nmt("info", run, "--json").stdout)
+    assert "status" not in card and card["training"]["stopped by"].startswith("unknown")
