@@ -22,7 +22,12 @@ FORMAT = 2  # 2: several corpora and their ranges
 
 
 def fingerprint(path: Path) -> dict[str, Any]:
-    """``path`` (absolute), its size and its SHA-256, read a megabyte at a time."""
+    """``path`` (absolute), and its :func:`content`."""
+    return {"path": str(Path(path).resolve()), **content(path)}
+
+
+def content(path: Path) -> dict[str, Any]:
+    """``path``'s size and SHA-256, read a megabyte at a time."""
     digest, size = hashlib.sha256(), 0
     try:
         with open(path, "rb") as f:
@@ -31,7 +36,7 @@ def fingerprint(path: Path) -> dict[str, Any]:
                 size += len(chunk)
     except OSError as e:
         raise NmtError(f"{path}: cannot read ({e.strerror})") from None
-    return {"path": str(Path(path).resolve()), "bytes": size, "sha256": digest.hexdigest()}
+    return {"bytes": size, "sha256": digest.hexdigest()}
 
 
 @dataclass
@@ -41,7 +46,8 @@ class Manifest:
     name them; ``corpora``: each one's path, weight, pairs read and kept for training, and where
     its training pairs start in the stores (they are a range); ``pairs``: counts (read, skipped
     by reason, duplicates, train, dropped_long, dropped_ratio, valid, test);
-    ``held_out_overlap``: per held-out set, its distinct sources and how many the corpus also
+    ``held_out``: the size and SHA-256 of the directory's valid.tsv and test.tsv (older data has
+    none: their pair counts are checked); ``held_out_overlap``: per held-out set, its distinct sources and how many the corpus also
     has; ``source_pieces``/``target_pieces``: the ids each side has rows for."""
 
     sources: dict[str, dict[str, Any]]
@@ -54,6 +60,7 @@ class Manifest:
     source_pieces: list[int]
     target_pieces: list[int]
     settings: dict[str, Any] = field(default_factory=dict)  # the data settings it was prepared with
+    held_out: dict[str, dict[str, Any]] = field(default_factory=dict)  # valid.tsv's, test.tsv's bytes and sha256
     format: int = FORMAT
 
     def save(self, directory: Path) -> None:
@@ -75,6 +82,15 @@ class Manifest:
         if manifest.format != FORMAT:
             raise NmtError(f"{path}: data format {manifest.format}, but this nmt reads format {FORMAT}")
         return manifest
+
+    def check_held_out(self, directory: Path, name: str, pairs: int) -> None:
+        """Refuse ``directory``'s held-out file ``name`` (of ``pairs`` pairs) when it is not the
+        one prepared."""
+        recorded, part = self.held_out.get(name), name.split(".")[0]
+        changed = (recorded is not None and content(directory / name) != recorded) or pairs != self.pairs.get(part, pairs)
+        if changed:
+            raise NmtError(f"{directory / name}: not the held-out set {MANIFEST} records (changed since it was "
+                           "prepared); prepare the data again")
 
     def check_sources(self, files: dict[str, str], what: str) -> None:
         """Refuse when a data file in ``files`` (setting: path) differs from the one prepared:

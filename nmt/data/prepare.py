@@ -22,7 +22,7 @@ from pathlib import Path
 
 from nmt.config import DataConfig, RunConfig
 from nmt.data.corpus import read_tsv
-from nmt.data.manifest import MANIFEST, Manifest, fingerprint
+from nmt.data.manifest import MANIFEST, Manifest, content, fingerprint
 from nmt.data.passes import Encoded, Kept, carve, check_overlap, encode, held_out_sets, kept_pairs
 from nmt.data.sampling import Reservoir
 from nmt.data.sources import absolute_sources, check_regular_files, corpus_weights, source_paths
@@ -106,7 +106,7 @@ def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, cor
         encoded = encode(kept.path, held_out, tokenizer, directory, cfg.max_pieces, cfg.max_length_ratio)
         laps.done(f"encoded {train.total():,} training pairs")
     _report_dropped(cfg, encoded, name)
-    _manifest(cfg, kept, encoded, valid, test, overlap, tokenizer).save(directory)
+    _manifest(cfg, kept, encoded, valid, test, overlap, tokenizer, directory).save(directory)
     laps.done("fingerprinted the source files")
     return open_run_data(directory, tokenizer)
 
@@ -122,7 +122,7 @@ def _report_dropped(cfg: DataConfig, encoded: Encoded, name: str) -> None:
 
 
 def _manifest(cfg: DataConfig, kept: Kept, encoded: Encoded, valid: list, test: list,
-              overlap: dict[str, tuple[int, int]], tokenizer: Tokenizer) -> Manifest:
+              overlap: dict[str, tuple[int, int]], tokenizer: Tokenizer, directory: Path) -> Manifest:
     """What was prepared: the corpora's pairs are a range of the stores each, in order."""
     corpora, start = [], 0
     for k, ((path, weight), report) in enumerate(zip(corpus_weights(cfg), kept.reports)):
@@ -140,7 +140,8 @@ def _manifest(cfg: DataConfig, kept: Kept, encoded: Encoded, valid: list, test: 
                           for part, (shared, total) in overlap.items()},
         tokenizer_sha256=tokenizer.sha256, vocab_size=tokenizer.vocab_size, source_pieces=encoded.source_pieces,
         target_pieces=encoded.target_pieces,
-        settings={name: getattr(cfg, name) for name in DataConfig.PREPARED} | absolute_sources(cfg))
+        settings={name: getattr(cfg, name) for name in DataConfig.PREPARED} | absolute_sources(cfg),
+        held_out={name: content(directory / name) for name in ("valid.tsv", "test.tsv")})
 
 
 def _warn_if_carved_short(cfg: DataConfig, valid: list, test: list) -> None:
@@ -208,8 +209,10 @@ def open_run_data(directory: Path, tokenizer: Tokenizer | None = None) -> RunDat
         text = TextStore.open(directory, "train.src.text"), TextStore.open(directory, "train.tgt.text")
         if len(text[0]) != len(train_src) or len(text[1]) != len(train_src):
             raise NmtError(f"{directory}: the training text does not match the encoded pairs; prepare the data again")
-    return RunData(tokenizer, train_src, train_tgt, read_pairs(directory / "valid.tsv"),
-                   read_pairs(directory / "test.tsv"), manifest, text)
+    valid, test = read_pairs(directory / "valid.tsv"), read_pairs(directory / "test.tsv")
+    manifest.check_held_out(directory, "valid.tsv", len(valid))
+    manifest.check_held_out(directory, "test.tsv", len(test))
+    return RunData(tokenizer, train_src, train_tgt, valid, test, manifest, text)
 
 
 def check_run_data(cfg: DataConfig, run_dir: Path) -> None:
@@ -228,7 +231,7 @@ def data_dir(cfg: DataConfig, run_dir: Path) -> Path:
 
 
 def manifest_sha256(directory: Path) -> str:
-    return fingerprint(directory / MANIFEST)["sha256"]
+    return content(directory / MANIFEST)["sha256"]
 
 
 def adopt_prepared(cfg: DataConfig) -> DataConfig:

@@ -90,6 +90,27 @@ def test_runs_share_prepared_data_read_only_and_refuse_it_changed(tmp_path, corp
                 f"--data {data}: not the data this run started with (its data.json changed)")
 
 
+def test_prepared_held_out_sets_are_checked_against_data_json(tmp_path, corpus):
+    """valid.tsv and test.tsv are checked like the rest of the data: by the size and SHA-256
+    data.json records, or, in data prepared before the record, by its pair counts."""
+    data = tmp_path / "data"
+    assert nmt("prepare", "--corpus", corpus, "--vocab-size", "60", "--valid-size", "5", "--test-size", "5",
+               "-o", data).returncode == 0
+    open_run_data(data)
+    test = (data / "test.tsv").read_text(encoding="utf-8")
+    (data / "test.tsv").write_text(test.replace("\t", "\t ", 1), encoding="utf-8")  # a pair edited
+    clean_error(nmt("train", "--data", data, "--run-dir", tmp_path / "r", "--max-steps", "1"),
+                f"{data / 'test.tsv'}: not the held-out set data.json records", "prepare the data again")
+    record = json.loads((data / "data.json").read_text())
+    del record["held_out"]
+    (data / "data.json").write_text(json.dumps(record))
+    open_run_data(data)  # the same number of pairs: older data has no more to check
+    (data / "test.tsv").write_text("".join(test.splitlines(True)[1:]), encoding="utf-8")  # a pair gone
+    clean_error(nmt("train", "--data", data, "--run-dir", tmp_path / "r", "--max-steps", "1"),
+                f"{data / 'test.tsv'}: not the held-out set")
+    assert not (tmp_path / "r").exists()
+
+
 def test_prepare_makes_its_directory_whole_or_not_at_all(tmp_path, corpus):
     clean_error(nmt("prepare", "--corpus", tmp_path / "nope.tsv", "-o", tmp_path / "data"), "no such file")
     assert list(tmp_path.iterdir()) == []
