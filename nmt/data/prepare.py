@@ -20,6 +20,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from nmt.config import DataConfig, RunConfig
 from nmt.data.corpus import read_tsv
 from nmt.data.manifest import MANIFEST, Manifest, content, fingerprint
@@ -27,7 +29,7 @@ from nmt.data.passes import Encoded, Kept, carve, check_overlap, encode, held_ou
 from nmt.data.sampling import Reservoir
 from nmt.data.sources import absolute_sources, check_regular_files, corpus_weights, source_paths
 from nmt.data.store import TextStore, TokenStore
-from nmt.data.tokenizer import Tokenizer
+from nmt.data.tokenizer import UNK_ID, Tokenizer
 from nmt.errors import NmtError, SettingError, SettingMessage, shown
 from nmt.runtime.fileio import atomic_path, atomic_write_lines, whole_directory
 
@@ -108,10 +110,18 @@ def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, cor
     _report_dropped(cfg, encoded, name)
     _manifest(cfg, kept, encoded, valid, test, overlap, tokenizer, directory).save(directory)
     laps.done("fingerprinted the source files")
-    return open_run_data(directory, tokenizer)
+    data = open_run_data(directory, tokenizer)
+    if cut_with is None:  # a fine-tuned run's unknown pieces are reported against its parent's
+        _warn_if_unknown(cfg, data)
+    return data
+
+
+FILTERED_FLOOR = 0.1  # the share of training pairs the length filters must keep, or prepare refuses
 
 
 def _report_dropped(cfg: DataConfig, encoded: Encoded, name: str) -> None:
+    """Log what the length filters dropped; warn when they drop most pairs, and refuse when they
+    keep under :data:`FILTERED_FLOOR` of them (a setting's mistake, not a corpus to train on)."""
     if encoded.dropped_long:
         log.info("dropped %d training pairs longer than %d pieces", encoded.dropped_long, cfg.max_pieces)
     if encoded.dropped_ratio:
@@ -119,6 +129,17 @@ def _report_dropped(cfg: DataConfig, encoded: Encoded, name: str) -> None:
                  encoded.dropped_ratio, cfg.max_length_ratio)
     if not encoded.pairs:
         raise NmtError(f"{name}: no training pairs left after the held-out split and the filters")
+    kept = encoded.pairs.total()
+    share = kept / (kept + encoded.dropped_long + encoded.dropped_ratio)
+    if share < 0.5:
+        by = [f"{flag} {value:g} dropped {dropped:,}" for flag, value, dropped in
+              (("--max-pieces", cfg.max_pieces, encoded.dropped_long),
+               ("--max-length-ratio", cfg.max_length_ratio, encoded.dropped_ratio)) if dropped]
+        said = f"{name}: the length filters keep {kept:,} training pairs, {share:.1%} of them ({', '.join(by)})"
+        if share < FILTERED_FLOOR:
+            raise NmtError(f"{said}; under {FILTERED_FLOOR:.0%} is refused: raise --max-pieces, or --max-length-ratio "
+                           "(0: off)")
+        log.warning("%s", said)
 
 
 def _manifest(cfg: DataConfig, kept: Kept, encoded: Encoded, valid: list, test: list,
@@ -189,9 +210,30 @@ def _train_tokenizer(cfg: DataConfig, sample: Reservoir, directory: Path) -> Tok
                  sample.offered)
     texts = [s for s, _ in sample.items] + [t for _, t in sample.items]
     tokenizer = Tokenizer.train(texts, directory / "spm.model", cfg.vocab_size)
-    _warn_if_short(cfg, "vocab_size", tokenizer.vocab_size, "a unigram vocabulary ends where its text has no "
-                   "more pieces worth keeping")
+    if sample.offered > len(sample.items):
+        _warn_if_short(cfg, "vocab_size", tokenizer.vocab_size, "SentencePiece trained on a sample (--spm-sample "
+                       f"{cfg.spm_sample:,}); raise it", f"{len(sample.items):,} of the {sample.offered:,} pairs give")
+    else:
+        _warn_if_short(cfg, "vocab_size", tokenizer.vocab_size, "a unigram vocabulary ends where its text has no "
+                       "more pieces worth keeping")
     return tokenizer
+
+
+UNKNOWN_SHARE = 0.01  # of the training pieces <unk>, above which prepare warns
+
+
+def _warn_if_unknown(cfg: DataConfig, data: RunData) -> None:
+    """Warn when many training pieces are <unk>: text SentencePiece's sample never showed it."""
+    stores = (data.train_src, data.train_tgt)
+    pieces = sum(store.ids.size for store in stores)
+    share = sum(int(np.count_nonzero(store.ids == UNK_ID)) for store in stores) / max(1, pieces)
+    if share <= UNKNOWN_SHARE:
+        return
+    sampled = cfg.spm_sample < data.manifest.pairs["train"]
+    log.warning(SettingMessage("spm_sample", cfg.spm_sample, f"{share:.0%} of the training pieces are <unk>: "
+                               "SentencePiece trained on too few pairs to see this corpus's characters; raise it"
+                               if sampled else f"{share:.0%} of the training pieces are <unk>: characters too "
+                               "rare for SentencePiece's vocabulary; check the corpus's text"))
 
 
 def open_run_data(directory: Path, tokenizer: Tokenizer | None = None) -> RunData:
@@ -260,12 +302,12 @@ def prepare_data_dir(cfg: DataConfig, out: Path, strict: bool = False) -> RunDat
     return open_run_data(out)
 
 
-def _warn_if_short(cfg: DataConfig, name: str, got: int, why: str) -> None:
+def _warn_if_short(cfg: DataConfig, name: str, got: int, why: str, source: str = "this corpus gives") -> None:
     """Warn that the data gives less of ``name`` than the user asked for (a default that the
     data cannot give is no one's request: a small corpus simply gets less)."""
     asked = getattr(cfg, name)
     if asked != getattr(DataConfig, name) and got < 0.95 * asked:
-        log.warning(SettingMessage(name, asked, f"{why}: this corpus gives {got:,}"))
+        log.warning(SettingMessage(name, asked, f"{why}: {source} {got:,}"))
 
 
 def read_pairs(path: Path) -> list[tuple[str, str]]:

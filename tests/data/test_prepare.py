@@ -3,11 +3,12 @@ bounded sample, data.json, and runs prepared before data.json existed."""
 import gzip
 import json
 import logging
+import re
 from collections import Counter
 
 import numpy as np
 import torch
-from conftest import TINY, clean_error, nmt, read_only
+from conftest import TINY, clean_error, nmt, read_only, write_tsv
 from conftest import tiny_config
 from test_train import _assert_same_last
 
@@ -109,6 +110,33 @@ def test_prepared_held_out_sets_are_checked_against_data_json(tmp_path, corpus):
     clean_error(nmt("train", "--data", data, "--run-dir", tmp_path / "r", "--max-steps", "1"),
                 f"{data / 'test.tsv'}: not the held-out set")
     assert not (tmp_path / "r").exists()
+
+
+def test_filters_that_drop_most_pairs_warn_and_under_a_tenth_refuse(tmp_path):
+    long = [(f"{k} " + " ".join(["the red dog runs"] * 8), f"{k} " + " ".join(["le chien rouge court"] * 8))
+            for k in range(200)]
+    short = [(f"Tom sees {k}.", f"Tom voit {k}.") for k in range(300)]
+    corpus = write_tsv(tmp_path / "c.tsv", short[:10] + long)  # 10 short, 200 long pairs
+    result = nmt("prepare", "--corpus", corpus, "--max-pieces", "12", "--vocab-size", "60", "-o", tmp_path / "D")
+    error = result.stderr.splitlines()[-1]  # after prepare's progress
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert error.startswith("error: ") and "keep 7 training pairs, 4.2%" in error and "under 10% is refused" in error
+    assert not (tmp_path / "D").exists()
+    corpus = write_tsv(tmp_path / "c.tsv", short[:200] + long)  # half of them long
+    result = nmt("prepare", "--corpus", corpus, "--max-pieces", "12", "--vocab-size", "60", "-o", tmp_path / "D")
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"WARNING.*the length filters keep [0-9,]+ training pairs, [0-9.]+% of them",
+                     " ".join(result.stderr.split()))
+
+
+def test_a_tiny_tokenizer_sample_is_blamed_for_unknown_pieces(tmp_path, corpus):
+    result = nmt("prepare", "--corpus", corpus, "--spm-sample", "2", "--vocab-size", "100", "-o", tmp_path / "D")
+    assert result.returncode == 0, result.stderr
+    said = " ".join(result.stderr.split())
+    assert "--vocab-size 100: SentencePiece trained on a sample (--spm-sample 2); raise it" in said
+    assert re.search(r"--spm-sample 2: [0-9]+% of the training pieces are <unk>: SentencePiece trained on too few", said)
+    result = nmt("prepare", "--corpus", corpus, "--vocab-size", "100", "-o", tmp_path / "E")
+    assert result.returncode == 0 and "<unk>" not in result.stderr
 
 
 def test_prepare_makes_its_directory_whole_or_not_at_all(tmp_path, corpus):
