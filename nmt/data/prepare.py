@@ -262,6 +262,9 @@ def check_run_data(cfg: DataConfig, run_dir: Path) -> None:
     data prepared in the run; the data's data.json, for prepared data it was given (``data``)."""
     if cfg.data is None:
         Manifest.load(run_dir).check_sources(source_paths(cfg), "this run started with")
+    elif not (Path(cfg.data) / MANIFEST).is_file():
+        raise SettingError("data", cfg.data, f"{run_dir} trains on the data prepared there, which is gone (moved "
+                           f"or deleted); if it moved: nmt train --resume {run_dir} --data NEWDIR")
     elif manifest_sha256(Path(cfg.data)) != cfg.data_sha256:
         raise SettingError("data", cfg.data, "not the data this run started with (its data.json changed); "
                            "resume with the data it started with")

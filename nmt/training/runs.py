@@ -18,7 +18,7 @@ import torch
 
 from nmt import __version__
 from nmt.config import RunConfig, read_run_config, save_config
-from nmt.data.manifest import MANIFEST
+from nmt.data.manifest import MANIFEST, content
 from nmt.data.prepare import RunData, adopt_prepared, check_run_data, data_dir, open_run_data, prepare_run_data
 from nmt.data.sources import absolute_sources, check_regular_files
 from nmt.data.tokenizer import PAD_ID, Tokenizer
@@ -180,6 +180,8 @@ def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> T
     Every saved file is checked before the first step; the run's lock is held throughout (by
     rank 0, among several processes, which may be more or fewer than the run started with).
     """
+    budget = dict(budget)
+    moved_data = budget.pop("data", None)  # prepared data found elsewhere since the run started
     other = sorted(set(budget) - set(BUDGET_KEYS))
     if other:
         raise SettingError("resume", None, "continues a run with its saved config; it cannot take "
@@ -187,6 +189,8 @@ def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> T
     if not (run_dir / "config.yaml").is_file():
         raise SettingError("resume", run_dir, "not a run directory (no config.yaml)")
     config = read_run_config(run_dir / "config.yaml").replace(**budget)
+    if moved_data is not None:
+        config = _with_moved_data(config, Path(moved_data))
     with distributed.joined(config.train.device) as processes, ExitStack() as held:
         with distributed.leading(processes):
             if processes.is_main:
@@ -213,6 +217,18 @@ def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> T
             trim_metrics(run_dir / "metrics.jsonl", state.step)
             save_config(config, run_dir / "config.yaml")
         return _train(config, model, data, run_dir, processes, state, optimizer)
+
+
+def _with_moved_data(config: RunConfig, directory: Path) -> RunConfig:
+    """``config`` training on ``directory``: the prepared data it started with, moved (its
+    data.json has the SHA-256 the run recorded)."""
+    if config.data.data is None:
+        raise SettingError("data", directory, "this run prepared its data in itself; resume it without --data")
+    path = directory / MANIFEST
+    if not path.is_file() or content(path)["sha256"] != config.data.data_sha256:
+        raise SettingError("data", directory, f"not the data this run started with ({MANIFEST} "
+                           f"{'missing' if not path.is_file() else 'differs from the one it recorded'})")
+    return config.replace(data=str(directory.resolve()))
 
 
 def _check_data(config: RunConfig, run_dir: Path, strict: bool, tokenizer: Tokenizer) -> None:

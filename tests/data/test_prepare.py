@@ -139,6 +139,26 @@ def test_a_tiny_tokenizer_sample_is_blamed_for_unknown_pieces(tmp_path, corpus):
     assert result.returncode == 0 and "<unk>" not in result.stderr
 
 
+def test_a_run_resumes_on_its_prepared_data_moved(tmp_path, corpus):
+    """Prepared data that moved: the resume names where the run expects it and the way out,
+    and --resume RUN --data NEWDIR continues on it when its data.json is the one recorded."""
+    prepare = ["prepare", "--corpus", corpus, "--vocab-size", "60", "--valid-size", "5", "--test-size", "5"]
+    assert nmt(*prepare, "-o", tmp_path / "data").returncode == 0
+    assert nmt(*prepare, "--max-pieces", "20", "-o", tmp_path / "other").returncode == 0
+    args = [a for a in TINY if a not in ("--vocab-size", "60", "--valid-size", "--test-size", "5")]
+    run = tmp_path / "run"
+    assert nmt("train", "--data", tmp_path / "data", "--run-dir", run, "--max-steps", "2", *args).returncode == 0
+    (tmp_path / "data").rename(tmp_path / "moved")
+    clean_error(nmt("train", "--resume", run, "--max-steps", "3"), f"{run} trains on the data prepared there, "
+                "which is gone", f"nmt train --resume {run} --data NEWDIR")
+    clean_error(nmt("train", "--resume", run, "--max-steps", "3", "--data", tmp_path / "other"),
+                "not the data this run started with")
+    result = nmt("train", "--resume", run, "--max-steps", "3", "--data", tmp_path / "moved")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((run / "metrics.jsonl").read_text().splitlines()[-1])["step"] == 3
+    assert f"data: {(tmp_path / 'moved').resolve()}" in (run / "config.yaml").read_text()
+
+
 def test_prepare_makes_its_directory_whole_or_not_at_all(tmp_path, corpus):
     clean_error(nmt("prepare", "--corpus", tmp_path / "nope.tsv", "-o", tmp_path / "data"), "no such file")
     assert list(tmp_path.iterdir()) == []
