@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 from conftest import ROOT, TINY, make_pairs, nmt
 
 from nmt.runtime import checkpoint
@@ -65,8 +67,17 @@ def test_kill_9_during_training_leaves_a_loadable_checkpoint(corpus, tmp_path):
     step = _saved_step(run)  # a complete checkpoint, whatever the moment of the kill
     result = nmt("train", "--resume", str(run), "--max-steps", str(step + 3))
     assert result.returncode == 0, result.stderr
-    result = nmt("translate", "--checkpoint", str(run), "Tom sees the cat.")
+    assert _saved_step(run) == step + 3
+    # it went on from the saved step as if never killed: the weights of a run trained straight there
+    straight = tmp_path / "straight"
+    result = nmt("train", "--corpus", corpus, "--run-dir", straight, "--max-steps", str(step + 3), "--epochs", "1000",
+                 *TINY, "--valid-every", "1")
     assert result.returncode == 0, result.stderr
+    resumed, reference = load_file(run / "last.safetensors"), load_file(straight / "last.safetensors")
+    weights = [key for key in reference if key.startswith("model.")]
+    assert weights and all(torch.equal(resumed[key], reference[key]) for key in weights)
+    result = nmt("translate", "--checkpoint", str(run), "Tom sees the cat.")
+    assert result.returncode == 0 and result.stdout.strip(), result.stderr
 
 
 def test_truncated_checkpoint_is_named_in_a_clear_error(tiny_run, tmp_path):
