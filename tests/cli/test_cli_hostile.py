@@ -146,7 +146,11 @@ def test_endless_input_lines_are_refused(tiny_run, tmp_path):
                                  str(tiny_run)], stdin=zero, capture_output=True, text=True, cwd=ROOT)
     clean_error(result, "stdin: line 1 is longer than")
     clean_error(nmt("train", "--corpus", "/dev/zero", "--run-dir", str(tmp_path / "r"), *TINY),
-                 "/dev/zero: line 1 is longer than")
+                 "--corpus /dev/zero: a pipe or device")  # a corpus is read more than once
+    endless = tmp_path / "endless.tsv"
+    endless.write_bytes(b"a" * (1 << 21) + b"\tb\n")
+    clean_error(nmt("train", "--corpus", str(endless), "--run-dir", str(tmp_path / "r"), *TINY),
+                f"{endless}: line 1 is longer than")
     assert not (tmp_path / "r").exists()
 
 
