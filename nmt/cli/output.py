@@ -46,8 +46,16 @@ def format_json(sources: list[str], results: list[list[Hypothesis]], texts: list
 
 
 def score_json(info: dict, scores: list[Score]) -> str:
-    return json.dumps({**info, "scores": {s.name: {"score": round(s.score, 2), "signature": s.signature,
+    return json.dumps({**info, "scores": {s.name: {"score": round(s.score, 2), **_interval(s), "signature": s.signature,
                                                    "text": s.text} for s in scores}}, indent=2)
+
+
+def _interval(score: Score) -> dict:
+    """The 95% confidence interval, where the score has one: its mean ± ci, and its ends."""
+    if score.ci is None:
+        return {}
+    return {"mean": round(score.mean, 2), "ci": round(score.ci, 2), "ci_low": round(score.mean - score.ci, 2),
+            "ci_high": round(score.mean + score.ci, 2)}
 
 
 def score_table(info: dict, scores: list[Score]) -> Table:
@@ -58,9 +66,11 @@ def score_table(info: dict, scores: list[Score]) -> Table:
                         f"reference stream(s), {decoding}")
     table.add_column("metric")
     table.add_column("score", justify="right")
+    table.add_column("95% CI", justify="right")
     table.add_column("sacrebleu signature / details")
     for s in scores:
-        table.add_row(s.name.upper(), f"{s.score:.2f}", f"{s.signature}\n{s.text}")
+        interval = "" if s.ci is None else f"{s.mean:.2f} ± {s.ci:.2f}"
+        table.add_row(s.name.upper(), f"{s.score:.2f}", interval, f"{s.signature}\n{s.text}")
     return table
 
 

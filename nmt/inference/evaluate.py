@@ -8,7 +8,7 @@ from nmt.config import read_run_config
 from nmt.data.corpus import read_text_lines
 from nmt.data.prepare import read_pairs
 from nmt.errors import NmtError, SettingError
-from nmt.inference.metrics import Score, corpus_score
+from nmt.inference.metrics import BOOTSTRAP, Score, corpus_score
 from nmt.inference.search import DEFAULT_BATCH
 from nmt.inference.translate import Translator
 
@@ -47,7 +47,8 @@ def run_test_set(run_dir: Path, all_refs: bool = False) -> TestSet:
     return TestSet(str(path), list(grouped), streams)
 
 
-def _decode_lines(path: Path) -> list[str]:
+def read_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file, without their ends."""
     lines = read_text_lines(path)
     try:
         return [line.decode("utf-8") for line in lines]
@@ -57,12 +58,12 @@ def _decode_lines(path: Path) -> list[str]:
 
 def file_test_set(src: Path, refs: list[Path]) -> TestSet:
     """Sources and references from aligned files; an empty reference line means 'no reference'."""
-    sources = _decode_lines(src)
+    sources = read_lines(src)
     if not sources:
         raise NmtError(f"{src}: empty; nothing to score")
     streams: list[list[str | None]] = []
     for ref in refs:
-        lines = _decode_lines(ref)
+        lines = read_lines(ref)
         if len(lines) != len(sources):
             raise NmtError(f"{ref} has {len(lines)} lines but {src} has {len(sources)}; "
                            f"references must align with the source line by line")
@@ -74,7 +75,8 @@ def file_test_set(src: Path, refs: list[Path]) -> TestSet:
 
 
 def evaluate(translator: Translator, test: TestSet, metrics: list[str],
-             batch_size: int = DEFAULT_BATCH) -> tuple[list[str], list[Score]]:
-    """Translate the sources and score the detokenised output against the raw references."""
+             batch_size: int = DEFAULT_BATCH, bootstrap: int = BOOTSTRAP) -> tuple[list[str], list[Score]]:
+    """Translate the sources and score the detokenised output against the raw references,
+    each score with its 95% confidence interval from ``bootstrap`` resamples (0: none)."""
     hyps = translator.translate(test.sources, batch_size)
-    return hyps, [corpus_score(m, hyps, test.refs) for m in metrics]
+    return hyps, [corpus_score(m, hyps, test.refs, bootstrap) for m in metrics]

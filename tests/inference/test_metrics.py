@@ -34,3 +34,15 @@ def test_none_differs_from_an_empty_reference():
 def test_chrf_and_ter_run():
     assert corpus_score("chrf", ["abc"], [["abc"]]).score == 100.0
     assert corpus_score("ter", ["abc"], [["abc"]]).score == 0.0
+
+
+def test_a_bootstrap_gives_sacrebleus_confidence_interval() -> None:
+    hyps = ["le chat est noir", "un chien", "il pleut", "la maison est grande"] * 10
+    refs = [["le chat est noir", "le chien", "il pleut fort", "la maison"] * 10]
+    plain = corpus_score("bleu", hyps, refs)
+    assert plain.ci is None and plain.mean is None
+    score = corpus_score("bleu", hyps, refs, bootstrap=200)
+    theirs = BLEU().corpus_score(hyps, refs, n_bootstrap=200)  # the same seed: SACREBLEU_SEED's default
+    assert score.score == plain.score and (score.mean, score.ci) == (theirs._mean, theirs._ci)
+    assert score.ci > 0 and score.mean - score.ci <= score.score <= score.mean + score.ci
+    assert "bs:200" in score.signature and f"± {score.ci:.2f}" in score.text
