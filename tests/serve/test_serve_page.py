@@ -4,26 +4,20 @@ the attention heatmap of a clicked translation with a cell for every source and 
 lets a Transformer's layer and head be chosen, and says when the service refuses a request."""
 import json
 import re
-import shutil
 import subprocess
 import sys
 import urllib.request
 from contextlib import contextmanager
 
 import pytest
+from browser import BROWSER, browser, fits_the_screen  # noqa: F401 (a fixture)
 from conftest import ROOT
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
-CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[dev]')")
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not (CHROMIUM and DRIVER),
-    reason="needs Debian's chromium and chromium-driver (apt-get install chromium chromium-driver; .ci/run does)")]
-
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+pytestmark = BROWSER
 
 SENTENCE = "Tom sees the cat."
-PHONE = {"width": 390, "height": 844, "pixelRatio": 2}
 
 
 @contextmanager
@@ -49,21 +43,6 @@ def serving(run):
 def served(transformer_run):
     with serving(transformer_run) as base:
         yield base
-
-
-@pytest.fixture
-def browser(tmp_path_factory):
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tmp_path_factory.mktemp("chromium")  # its profile and caches, not loose in /tmp
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     f"--user-data-dir={profile}", f"--disk-cache-dir={profile / 'cache'}"):
-        options.add_argument(argument)
-    options.add_experimental_option("mobileEmulation", {"deviceMetrics": PHONE})
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
-    driver.set_script_timeout(60)
-    yield driver
-    driver.quit()
 
 
 def _attention(base, body):
@@ -111,8 +90,7 @@ def test_the_page_translates_and_draws_attention_on_a_phone(served, browser, tmp
     cells = browser.find_elements(By.CSS_SELECTOR, "#heatmap td.cell")
     drawn = [float(c.get_attribute("data-weight")) for c in cells]
     assert drawn == pytest.approx([w for row in expected["weights"][0][1] for w in row], abs=1e-6)
-    width, page_width = browser.execute_script("return [innerWidth, document.documentElement.scrollWidth]")
-    assert width == PHONE["width"] and page_width <= width  # the page does not scroll sideways
+    assert fits_the_screen(browser)
     shot = tmp_path / "page.png"
     assert browser.save_screenshot(str(shot)) and shot.read_bytes()[:4] == b"\x89PNG"
 
