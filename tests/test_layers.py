@@ -11,7 +11,7 @@ from conftest import ROOT
 # Lowest first: each may import only from itself and those before it. The package's
 # __init__ (version and the API's names) and __main__ (the command) stand at the top.
 LAYERS = ["errors", "encoding", "yaml_file", "setting_checks", "runtime", "defaults", "config", "report", "data", "models", "inference", "training",
-          "export", "tools", "api", "demos", "serve", "cli", "__init__", "__main__"]
+          "export", "comparison", "tools", "api", "demos", "serve", "cli", "__init__", "__main__"]
 
 
 def _modules() -> dict[str, Path]:

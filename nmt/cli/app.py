@@ -11,7 +11,8 @@ import typer
 from rich.logging import RichHandler
 
 from nmt import __version__
-from nmt.cli import demo_command, export_command, prepare_command, serve_command, tool_commands
+from nmt.cli import (compare_command, demo_command, export_command, prepare_command, serve_command,
+                     tool_commands)
 from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, DedupOpt, MaxLengthRatioOpt, MaxPiecesOpt,
                                   SpmSampleOpt, SrcFileOpt, StrictOpt, TestSizeOpt, TestSrcOpt, TestTgtOpt, TgtFileOpt,
                                   ValidSizeOpt, ValidSrcOpt, ValidTgtOpt, VocabSizeOpt, data_flags)
@@ -356,6 +357,7 @@ def eval_(
         print_out(score_json(info, scores) if json_out else score_table(info, scores))
 
 
+compare_command.register(app)
 prepare_command.register(app)
 export_command.register(app)
 tool_commands.register(app)

@@ -77,6 +77,7 @@ class CTranslate2Translator(SentenceTranslator):
         super().__init__(exported.tokenizer, options, precision=self.engine.compute_type)
         beam = options.beam
         self.exported, self.workers = exported, workers
+        self.device = torch.device("cpu") if kind == "cpu" else torch.device(kind, index)
         if beam > 1 and 2 * beam > outputs:
             raise NmtError(f"beam size {beam} is too large for this model: it outputs {outputs} "
                            f"pieces, so the beam can hold at most {outputs // 2}")

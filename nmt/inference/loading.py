@@ -11,6 +11,7 @@ Layout of a run directory::
     checkpoints/       step-K.safetensors: the last validations' weights (--keep-checkpoints)
     averaged.safetensors  their mean (nmt average)
     metrics.jsonl      one JSON object per validation
+    hypotheses/        nmt compare's outputs, kept by what decoded them (nmt.comparison.cache)
     run.json           summary: corpus, sizes, device, time, versions
 """
 from __future__ import annotations
@@ -30,6 +31,8 @@ from nmt.runtime.weights import weights_path
 
 log = logging.getLogger(__name__)
 
+HYPOTHESES = "hypotheses"  # nmt compare's cache in a run (nmt.comparison.cache)
+
 
 def latest_run(root: Path = Path("checkpoints")) -> Path:
     """The most recently modified run directory under ``root`` that has validated weights
@@ -48,8 +51,12 @@ def latest_run(root: Path = Path("checkpoints")) -> Path:
 
 
 def _last_modified(run_dir: Path) -> float:
+    """When the run last changed: its newest file, leaving out the hypotheses nmt compare
+    keeps there (comparing an old run does not make it the newest)."""
     times = []
     for f in run_dir.iterdir():
+        if f.name == HYPOTHESES:
+            continue
         try:
             times.append(f.stat().st_mtime)
         except FileNotFoundError:  # a temporary file renamed away by a running job

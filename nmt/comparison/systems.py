@@ -1,0 +1,155 @@
+"""What ``nmt compare`` compares: each system as the user names it, and its hypotheses on the
+test set, decoded once and kept in its run (:mod:`nmt.comparison.cache`).
+
+A system is written as:
+
+- ``RUN`` — a run directory, decoded with its default weights (or ``--weights``);
+- ``RUN@NAME`` — the run with its weights called NAME (best, last, averaged, step-K, …);
+- ``RUN+RUN[+…]`` — an ensemble of runs that share one spm.model;
+- ``EXPORT`` — a directory made by ``nmt export``, decoded by CTranslate2;
+- ``FILE`` — a file of hypotheses, one line per test source.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from nmt.comparison.cache import HypothesisCache, sha256_lines
+from nmt.config import EXPORT_MANIFEST
+from nmt.data.manifest import content
+from nmt.errors import NmtError
+from nmt.inference.evaluate import TestSet, read_lines, run_test_set
+from nmt.inference.search import DEFAULT_BATCH
+from nmt.inference.translate import SentenceTranslator
+from nmt.runtime.weights import DEFAULT, check_name, default_weights, weights_path
+
+# Loads a translator: (the run directories or the export, engine, weights) -> translator
+Loader = Callable[[list[Path], str, str], SentenceTranslator]
+
+
+@dataclass(frozen=True)
+class System:
+    """One system: its name as given, its kind (run, ensemble, export or file), its paths
+    (the runs, the export or the file) and the weights of its runs."""
+
+    name: str
+    kind: str
+    paths: tuple[Path, ...]
+    weights: str = DEFAULT
+
+    @property
+    def engine(self) -> str:
+        return "ctranslate2" if self.kind == "export" else "nmt"
+
+    def test_run(self) -> Path | None:
+        """The run whose test set this system was held out from: its (first) run, or the run
+        an export was made from; None for a file of hypotheses."""
+        if self.kind == "file":
+            return None
+        if self.kind == "export":
+            manifest = json.loads((self.paths[0] / EXPORT_MANIFEST).read_text(encoding="utf-8"))
+            return Path(manifest["run"])
+        return self.paths[0]
+
+
+def parse_system(text: str, weights: str = DEFAULT) -> System:
+    """The system ``text`` names (see the module's docstring); ``weights``: its runs' weights
+    unless ``@NAME`` says otherwise."""
+    path = Path(text)
+    if not path.exists() and "@" in text and "+" not in text:
+        run, _, weights = text.rpartition("@")
+        check_name(weights, "weights")
+        system = parse_system(run, weights)
+        if system.kind != "run":
+            raise NmtError(f"{text}: @{weights} chooses a run's weights, and {run} is no run directory")
+        return System(text, "run", system.paths, weights)
+    if not path.exists() and "+" in text:
+        members = [_member(part, text) for part in text.split("+")]
+        return System(text, "ensemble", tuple(members), weights)
+    kind = _kind(path, text)
+    return System(text, kind, (path,), weights if kind == "run" else DEFAULT)
+
+
+def _member(part: str, text: str) -> Path:
+    path = Path(part)
+    if "@" in part and not path.exists():
+        raise NmtError(f"{text}: the members of an ensemble decode with one set of weights each; "
+                       "give it with --weights, not @NAME")
+    if _kind(path, part) != "run":
+        raise NmtError(f"{text}: {part} is no run directory; an ensemble is made of runs")
+    return path
+
+
+def _kind(path: Path, text: str) -> str:
+    if path.is_dir():
+        if (path / EXPORT_MANIFEST).is_file():
+            return "export"
+        if (path / "config.yaml").is_file():
+            return "run"
+        raise NmtError(f"{text}: a directory that is neither a run (config.yaml) nor an export ({EXPORT_MANIFEST})")
+    if path.is_file():
+        return "file"
+    raise NmtError(f"{text}: no such run, export or file of hypotheses")
+
+
+def common_test_set(systems: list[System], all_refs: bool = False) -> TestSet:
+    """The test set the systems were held out with: their runs' test sets must be one."""
+    runs = [(s, s.test_run()) for s in systems if s.kind != "file"]
+    if not runs:
+        raise NmtError("files of hypotheses carry no test set: give --src and --ref, or a run to take its test set from")
+    first_system, first_run = runs[0]
+    test = _run_test_set(first_system, first_run, all_refs)
+    for system, run in runs[1:]:
+        if run != first_run:
+            other = _run_test_set(system, run, all_refs)
+            if (other.sources, other.refs) != (test.sources, test.refs):
+                raise NmtError(f"{first_system.name} and {system.name} hold out different test sets "
+                               f"({first_run}/test.tsv and {run}/test.tsv); compare them on one with --src and --ref")
+    return test
+
+
+def _run_test_set(system: System, run: Path, all_refs: bool) -> TestSet:
+    if not (run / "test.tsv").is_file():
+        made = f", the run {system.name} was exported from," if system.kind == "export" else ""
+        raise NmtError(f"{run}{made} has no test.tsv; give --src and --ref")
+    return run_test_set(run, all_refs)
+
+
+def hypotheses(system: System, test: TestSet, load: Loader, batch_size: int = DEFAULT_BATCH
+               ) -> tuple[list[str], bool]:
+    """The system's hypothesis for each test source, and whether they came from its cache."""
+    if system.kind == "file":
+        hyps = read_lines(system.paths[0])
+        if len(hyps) != len(test.sources):
+            raise NmtError(f"{system.name} has {len(hyps):,} lines but the test set ({test.name}) has "
+                           f"{len(test.sources):,} sources; a file of hypotheses has one line per source")
+        return hyps, False
+    translator = load(list(system.paths), system.engine, system.weights)
+    identity = _identity(system, translator, test)
+    cache = HypothesisCache(system.paths[0])
+    kept = cache.get(identity, len(test.sources))
+    if kept is not None:
+        return kept, True
+    hyps = translator.translate(test.sources, batch_size)
+    cache.put(identity, hyps)
+    return hyps, False
+
+
+def _identity(system: System, translator: SentenceTranslator, test: TestSet) -> dict[str, Any]:
+    """Everything the system's output on ``test`` depends on (its cache key)."""
+    if system.kind == "export":
+        manifest = json.loads((system.paths[0] / EXPORT_MANIFEST).read_text(encoding="utf-8"))
+        model = {"export_files": manifest.get("files"), "weights": manifest.get("weights")}
+    else:
+        model = {"weights": [_weights_identity(run, system.weights) for run in system.paths]}
+    return {"test_sources": sha256_lines(test.sources), "engine": system.engine, **model,
+            "tokenizer": translator.tokenizer.sha256, "precision": translator.precision,
+            "device": str(translator.device), "search": asdict(translator.options)}
+
+
+def _weights_identity(run: Path, weights: str) -> dict[str, str]:
+    name = default_weights(run) if weights == DEFAULT else weights
+    return {"name": name, "sha256": content(weights_path(run, name))["sha256"]}
