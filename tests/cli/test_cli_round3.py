@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, TINY, clean_error, make_pairs, nmt
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from nmt.data.tokenizer import EOS_ID
 
 pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
 
@@ -83,12 +87,20 @@ def test_no_nul_byte_reaches_a_runs_files(tmp_path):
 
 @pytest.fixture(scope="module")
 def slow_run(corpus, tmp_path_factory):
-    """An untrained run large enough that decoding long lines takes half a minute: its outputs
-    run to the length cap (522 pieces)."""
+    """A run whose outputs never end, so that decoding long lines takes half a minute: its
+    output layer's bias for </s> is -1e4, and every output runs to the length cap (an
+    untrained model's own lengths hang on rounding: one piece in one process, the cap in
+    another)."""
     run = tmp_path_factory.mktemp("slow") / "run"
     sizes = [*TINY, "--embed-size", "256", "--hidden-size", "512", "--layers", "2"]
     result = nmt("train", "--corpus", corpus, "--run-dir", run, "--max-steps", "1", *sizes)
     assert result.returncode == 0, result.stderr
+    path = run / "best.safetensors"
+    with safe_open(str(path), "pt") as f:
+        meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
+    rows = tensors["model.generator.pieces.pieces"]
+    tensors["model.generator.proj.bias"][rows == EOS_ID] = -1e4
+    save_file(tensors, str(path), meta)
     return run
 
 
