@@ -1,6 +1,7 @@
 """Load test of ``nmt serve``, against 127.0.0.1 only, bounded in requests and time.
 
-    python benchmarks/serve_load.py --checkpoint checkpoints/RUN [--requests 1000] [--clients 1,4,16]
+    python benchmarks/serve_load.py --checkpoint checkpoints/RUN [--export EXPORT_DIR] [--requests 1000]
+                                    [--clients 1,4,16]
 
 Starts ``nmt serve`` on a free loopback port, sends ``--requests`` POST /translate requests of
 one sentence each (the run's test sources, in turn) from 1, 4 and 16 concurrent clients
@@ -11,7 +12,8 @@ memory before and after (it must stay flat). Then it stops the service and trans
 sentences with ``nmt translate`` (one process, the file at once), for comparison: its
 wall-clock time, start-up included, its decoding time alone (``nmt.api`` on the same lines),
 and the decoding time in batches as large as the service's largest (one sentence from each
-of the most clients). On a 2-core machine the clients share the cores with the service, as a local load
+of the most clients). With ``--export`` (``nmt export RUN -o DIR``), all of it again for ``nmt serve
+--engine ctranslate2 DIR``, side by side: the same run, the same sentences. On a 2-core machine the clients share the cores with the service, as a local load
 generator does: the figures are the service's under that load, not a lone server's.
 """
 from __future__ import annotations
@@ -37,9 +39,9 @@ def _rss_mb(pid: int) -> float:
         return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1)) / 1024
 
 
-def _start(run: Path, log: Path, extra: list[str]) -> tuple[subprocess.Popen, int]:
-    server = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "serve", "--checkpoint", str(run),
-                               "--port", "0", "--no-access-log", *extra], cwd=ROOT,
+def _start(target: Path, engine: str, log: Path, extra: list[str]) -> tuple[subprocess.Popen, int]:
+    server = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "serve", "--checkpoint", str(target),
+                               "--engine", engine, "--port", "0", "--no-access-log", *extra], cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=log.open("w"))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -100,17 +102,18 @@ def _level(port: int, sentences: list[str], requests: int, clients: int, beam: i
             "p99_ms": round(cuts[98] * 1000, 1), "errors": len(errors), "first_errors": errors[:3]}
 
 
-def _batch_translate(run: Path, sentences: list[str], beam: int, clients: int) -> dict:
+def _batch_translate(target: Path, engine: str, sentences: list[str], beam: int, clients: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / "src.txt"
         source.write_text("".join(s + "\n" for s in sentences), encoding="utf-8")
         start = time.perf_counter()
-        subprocess.run([sys.executable, str(ROOT / "cli.py"), "translate", "--checkpoint", str(run), "--beam",
-                        str(beam), "-i", str(source), "-o", str(Path(tmp) / "out.txt")], check=True, cwd=ROOT)
+        subprocess.run([sys.executable, str(ROOT / "cli.py"), "translate", "--checkpoint", str(target), "--engine",
+                        engine, "--beam", str(beam), "-i", str(source), "-o", str(Path(tmp) / "out.txt")],
+                       check=True, cwd=ROOT)
         wall = time.perf_counter() - start
     sys.path.insert(0, str(ROOT))
     from nmt.api import load
-    model = load(run)
+    model = load(target, engine=engine)
     model.translate(sentences[:64], beam=beam)  # warm up
     start = time.perf_counter()
     model.translate(sentences, beam=beam)
@@ -125,9 +128,33 @@ def _batch_translate(run: Path, sentences: list[str], beam: int, clients: int) -
             f"batches_of_{clients}_sentences_per_s": round(len(sentences) / small, 1)}
 
 
+def _engine(target: Path, engine: str, sentences: list[str], args: argparse.Namespace) -> dict:
+    """Every load level against ``nmt serve`` of ``target`` on ``engine``, then the same
+    sentences through ``nmt translate`` and the API."""
+    with tempfile.TemporaryDirectory() as tmp:
+        server, port = _start(target, engine, Path(tmp) / "serve.log", args.serve_args)
+        try:
+            _level(port, sentences, 20, 1, args.beam, 60)  # warm up: first calls allocate
+            levels = []
+            for clients in map(int, args.clients.split(",")):
+                before = _rss_mb(server.pid)
+                level = _level(port, sentences, args.requests, clients, args.beam, args.max_seconds)
+                level |= {"engine": engine, "rss_before_mb": round(before), "rss_after_mb": round(_rss_mb(server.pid))}
+                levels.append(level)
+                print(json.dumps(level), flush=True)
+        finally:
+            server.terminate()
+            server.wait(timeout=120)
+    most = max(map(int, args.clients.split(",")))
+    batch = _batch_translate(target, engine, sentences, args.beam, most)
+    print(json.dumps({f"nmt translate --engine {engine}": batch}), flush=True)
+    return {"levels": levels, "translate": batch, "most": most}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, required=True, help="A run directory.")
+    parser.add_argument("--export", type=Path, help="Its export (nmt export): served by CTranslate2 as well.")
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--clients", default="1,4,16,16", help="Levels; the last is repeated by default: "
                         "the first pass at 16 grows the allocator to 16-sentence batches, the repeat "
@@ -139,34 +166,22 @@ def main() -> None:
     args = parser.parse_args()
     sentences = [line.split("\t")[0] for line in
                  (args.checkpoint / "test.tsv").read_text(encoding="utf-8").splitlines()][:args.requests]
-    with tempfile.TemporaryDirectory() as tmp:
-        server, port = _start(args.checkpoint, Path(tmp) / "serve.log", args.serve_args)
-        try:
-            _level(port, sentences, 20, 1, args.beam, 60)  # warm up: first calls allocate
-            levels = []
-            for clients in map(int, args.clients.split(",")):
-                before = _rss_mb(server.pid)
-                level = _level(port, sentences, args.requests, clients, args.beam, args.max_seconds)
-                level |= {"rss_before_mb": round(before), "rss_after_mb": round(_rss_mb(server.pid))}
-                levels.append(level)
-                print(json.dumps(level), flush=True)
-        finally:
-            server.terminate()
-            server.wait(timeout=120)
-    most = max(map(int, args.clients.split(",")))
-    batch = _batch_translate(args.checkpoint, sentences, args.beam, most)
-    print(json.dumps({"nmt translate": batch}))
-    print("\n| clients | requests/s | p50 ms | p99 ms | errors | RSS before → after |")
-    print("|---|---|---|---|---|---|")
-    for r in levels:
-        print(f"| {r['clients']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['errors']} | "
-              f"{r['rss_before_mb']} → {r['rss_after_mb']} MB |")
-    print(f"| nmt translate (file) | {batch['cli_sentences_per_s']} sentences/s with start-up, "
-          f"{batch['decode_sentences_per_s']} decoding alone, {batch[f'batches_of_{most}_sentences_per_s']} "
-          f"in batches of {most} | | | | |")
+    results = {"nmt": _engine(args.checkpoint, "nmt", sentences, args)}
+    if args.export is not None:
+        results["ctranslate2"] = _engine(args.export, "ctranslate2", sentences, args)
+    print("\n| engine | clients | requests/s | p50 ms | p99 ms | errors | RSS before → after |")
+    print("|---|---|---|---|---|---|---|")
+    for engine, result in results.items():
+        for r in result["levels"]:
+            print(f"| {engine} | {r['clients']} | {r['requests_per_s']} | {r['p50_ms']} | {r['p99_ms']} | {r['errors']} | "
+                  f"{r['rss_before_mb']} → {r['rss_after_mb']} MB |")
+    for engine, result in results.items():
+        batch, most = result["translate"], result["most"]
+        print(f"| {engine} | nmt translate (file) | {batch['cli_sentences_per_s']} sentences/s with start-up, "
+              f"{batch['decode_sentences_per_s']} decoding alone, {batch[f'batches_of_{most}_sentences_per_s']} "
+              f"in batches of {most} | | | | |")
     if args.json_out:
-        args.json_out.write_text(json.dumps({"levels": levels, "nmt translate": batch,
-                                             "cpu": os.cpu_count()}, indent=1))
+        args.json_out.write_text(json.dumps({**results, "cpu": os.cpu_count()}, indent=1))
 
 
 if __name__ == "__main__":

@@ -35,11 +35,12 @@ import torch
 
 from nmt.data.batching import make_batch
 from nmt.data.corpus import normalize
-from nmt.errors import NmtError
+from nmt.data.tokenizer import Tokenizer
+from nmt.errors import NmtError, SettingError
 from nmt.inference.ensemble import Ensemble
 from nmt.inference.search import DEFAULT_BATCH, Hypothesis
 from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, Sampling, SearchOptions, check_count, check_search
-from nmt.inference.translate import Translator
+from nmt.inference.translate import SentenceTranslator, Translator
 from nmt.models.kernels import use_kernels
 from nmt.runtime.precision import autocast
 from nmt.tools.inspect import AttentionMaps, attention_maps
@@ -64,27 +65,16 @@ class Translation:
     attention: tuple[tuple[float, ...], ...] | None = None
 
 
-class Model:
-    """A trained run (None: the newest in checkpoints/) loaded for decoding on ``device`` at
-    ``precision``, as ``nmt translate``'s flags say them (precision ``auto``, ``fp32``,
-    ``bf16``, ``fp16`` or ``int8``), with the weights called ``weights`` (``default``: the
-    run's, ``averaged`` or ``best``; or ``best``, ``last``, ``averaged``, ``step-K``); the settings are checked before the run is looked for."""
+class _Decoder:
+    """What :class:`Model` and :class:`ExportedModel` share: n-best translations and scores of
+    given targets through a translator (:meth:`translator`), one call at a time (``_lock``)."""
 
-    def __init__(self, run: str | Path | None = None, device: str = "auto", precision: str = "auto",
-                 weights: str = "default") -> None:
-        from nmt.inference.loading import latest_run
-        from nmt.inference.quantize import decoding_device, load_for_decoding
-        from nmt.runtime.devices import configure_cpu
-        from nmt.runtime.weights import DEFAULT, check_name, default_weights
+    run: Path
+    _tokenizer: Tokenizer
+    _lock: threading.Lock
 
-        configure_cpu(0)
-        self.device = decoding_device(precision, device)
-        self.run = Path(run) if run is not None else latest_run()
-        check_name(weights)
-        self.weights = default_weights(self.run) if weights == DEFAULT else weights  # named as the files are
-        self._model, self._tokenizer, self.precision = load_for_decoding(self.run, precision, self.device,
-                                                                         self.weights)
-        self._lock = threading.Lock()
+    def translator(self, options: SearchOptions = SearchOptions(), kernels: str = "fast") -> SentenceTranslator:
+        raise NotImplementedError
 
     def translate(self, sources: Iterable[str], beam: int = 1, nbest: int = 1,
                   length_penalty: float = DEFAULT_LENGTH_PENALTY, attention: bool = False,
@@ -102,7 +92,6 @@ class Model:
             return [[self._translation(h, ids, translator) for h in hyps]
                     for hyps, ids in zip(results, source_ids)]
 
-    @torch.inference_mode()
     def score(self, sources: Iterable[str], targets: Iterable[str], batch_size: int = 64) -> list[float]:
         """The log-probability the model gives each target (its pieces and the end of sentence)
         after its source, teacher-forced: -inf for a target the model cannot output (holding a
@@ -126,6 +115,40 @@ class Model:
                 for i, value in zip(chunk, self._log_probs([src_ids[i] for i in chunk], [tgt_ids[i] for i in chunk])):
                     scores[i] = value
             return scores
+
+    def _log_probs(self, src: list[list[int]], tgt: list[list[int]]) -> list[float]:
+        """Each target's teacher-forced log-probability, its end of sentence included."""
+        raise NotImplementedError
+
+    def _translation(self, hyp: Hypothesis, source_ids: list[int], translator: SentenceTranslator) -> Translation:
+        weights = None
+        if hyp.attention is not None:
+            weights = tuple(tuple(round(float(w), 6) for w in row) for row in hyp.attention.tolist())
+        return Translation(translator.detokenize([hyp])[0], hyp.score, tuple(self._tokenizer.pieces(hyp.tokens)),
+                           tuple(self._tokenizer.pieces(source_ids)), weights)
+
+
+class Model(_Decoder):
+    """A trained run (None: the newest in checkpoints/) loaded for decoding on ``device`` at
+    ``precision``, as ``nmt translate``'s flags say them (precision ``auto``, ``fp32``,
+    ``bf16``, ``fp16`` or ``int8``), with the weights called ``weights`` (``default``: the
+    run's, ``averaged`` or ``best``; or ``best``, ``last``, ``averaged``, ``step-K``); the settings are checked before the run is looked for."""
+
+    def __init__(self, run: str | Path | None = None, device: str = "auto", precision: str = "auto",
+                 weights: str = "default") -> None:
+        from nmt.inference.loading import latest_run
+        from nmt.inference.quantize import decoding_device, load_for_decoding
+        from nmt.runtime.devices import configure_cpu
+        from nmt.runtime.weights import DEFAULT, check_name, default_weights
+
+        configure_cpu(0)
+        self.device = decoding_device(precision, device)
+        self.run = Path(run) if run is not None else latest_run()
+        check_name(weights)
+        self.weights = default_weights(self.run) if weights == DEFAULT else weights  # named as the files are
+        self._model, self._tokenizer, self.precision = load_for_decoding(self.run, precision, self.device,
+                                                                         self.weights)
+        self._lock = threading.Lock()
 
     @property
     def attention_kinds(self) -> tuple[str, ...]:
@@ -152,6 +175,7 @@ class Model:
                 raise NmtError(f"the search found {len(hyps)} translations, not {rank}")
             return attention_maps(translator, source, ids, hyps[rank - 1])
 
+    @torch.inference_mode()
     def _log_probs(self, src: list[list[int]], tgt: list[list[int]]) -> list[float]:
         batch = make_batch(src, tgt).to(self.device)
         self._model.eval()
@@ -189,12 +213,54 @@ class Model:
         return Translator(Ensemble([m._model for m in members]), first._tokenizer, first.device, options,
                           precision=first.precision)
 
-    def _translation(self, hyp: Hypothesis, source_ids: list[int], translator: Translator) -> Translation:
-        weights = None
-        if hyp.attention is not None:
-            weights = tuple(tuple(round(float(w), 6) for w in row) for row in hyp.attention.tolist())
-        return Translation(translator.detokenize([hyp])[0], hyp.score, tuple(self._tokenizer.pieces(hyp.tokens)),
-                           tuple(self._tokenizer.pieces(source_ids)), weights)
+
+NO_ATTENTION = ("CTranslate2 computes no attention weights for nmt's models; load or serve the run itself "
+                "(nmt's own engine) to see them")
+
+
+class ExportedModel(_Decoder):
+    """A directory made by ``nmt export``, decoded by CTranslate2 on ``device`` at
+    ``precision`` (a CTranslate2 compute type, as ``nmt translate --engine ctranslate2`` names
+    it; ``auto``: as exported), behind :class:`Model`'s interface: the same translations,
+    samples refused, scores from CTranslate2's own scoring, no attention."""
+
+    attention_kinds: tuple[str, ...] = ()
+
+    def __init__(self, directory: str | Path, device: str = "auto", precision: str = "auto") -> None:
+        from nmt.export.engine import CTranslate2Translator
+        from nmt.export.exported import open_exported
+
+        self.run = Path(directory)
+        self.exported = open_exported(self.run)
+        self._engine = CTranslate2Translator(self.exported, device, precision)
+        self._tokenizer = self.exported.tokenizer
+        self._outputs = frozenset(self._engine.target_pieces)
+        self.device, self.precision = self._engine.device, self._engine.precision
+        self.weights = self.exported.manifest["weights"]["file"]
+        self._lock = threading.Lock()
+
+    def translate(self, sources: Iterable[str], beam: int = 1, nbest: int = 1,
+                  length_penalty: float = DEFAULT_LENGTH_PENALTY, attention: bool = False,
+                  batch_size: int = DEFAULT_BATCH, sampling: Sampling | None = None) -> list[list[Translation]]:
+        if attention:
+            raise NmtError(NO_ATTENTION)
+        return super().translate(sources, beam, nbest, length_penalty, False, batch_size, sampling)
+
+    def attention(self, source: str, beam: int = 1, rank: int = 1,
+                  length_penalty: float = DEFAULT_LENGTH_PENALTY) -> AttentionMaps:
+        raise NmtError(NO_ATTENTION)
+
+    def _log_probs(self, src: list[list[int]], tgt: list[list[int]]) -> list[float]:
+        piece = self._tokenizer.sp.id_to_piece
+        sources = [[piece(t) for t in ids] for ids in src]
+        targets = [[piece(t) for t in ids] for ids in tgt]
+        results = self._engine.engine.score_batch(sources, targets, max_input_length=0)
+        return [sum(r.log_probs) if set(pieces) <= self._outputs else -math.inf
+                for r, pieces in zip(results, targets)]
+
+    def translator(self, options: SearchOptions = SearchOptions(), kernels: str = "fast") -> SentenceTranslator:
+        """CTranslate2's batch translator under ``options`` (``kernels`` are nmt's own: unused)."""
+        return self._engine.with_options(options)
 
 
 def _lines(sentences: Iterable[str], name: str) -> list[str]:
@@ -225,7 +291,17 @@ def _check_text(text: str, name: str) -> None:
 
 
 def load(run: str | Path | None = None, device: str = "auto", precision: str = "auto",
-         weights: str = "default") -> Model:
+         weights: str = "default", engine: str = "nmt") -> Model | ExportedModel:
     """Load a run directory for translating and scoring (None: the newest run in checkpoints/),
-    with its ``default``, ``best``, ``last``, ``averaged`` or ``step-K`` weights."""
+    with its ``default``, ``best``, ``last``, ``averaged`` or ``step-K`` weights; with
+    ``engine="ctranslate2"``, a directory made by ``nmt export`` (:class:`ExportedModel`)."""
+    if engine == "ctranslate2":
+        if weights != "default":
+            raise SettingError("weights", weights, "chooses a run's weights; an export holds one set: "
+                               "export the ones you want (nmt export --weights)")
+        if run is None:
+            raise SettingError("engine", engine, "needs the directory made by nmt export")
+        return ExportedModel(run, device, precision)
+    if engine != "nmt":
+        raise SettingError("engine", engine, "must be one of nmt, ctranslate2")
     return Model(run, device, precision, weights)

@@ -5,7 +5,8 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli.options import CheckpointOpt, DeviceOpt, Opt, RunArg, WeightsOpt, err, one_run, user_errors
+from nmt.cli.options import (CheckpointOpt, DeviceOpt, EngineOpt, Opt, RunArg, WeightsOpt, check_engine, err,
+                             one_run, user_errors)
 from nmt.serve.config import ServeConfig
 
 LIMITS = "Limits"
@@ -21,6 +22,7 @@ def serve(
     run: RunArg = None,
     checkpoint: CheckpointOpt = None,
     weights: WeightsOpt = "default",
+    engine: EngineOpt = "nmt",
     host: Annotated[str, Opt(help="Address to listen on; 0.0.0.0 serves every interface (an explicit "
                                   "choice: anyone who can reach the machine can use it).")] = ServeConfig.host,
     port: Annotated[int, Opt(help="Port; 0 lets the system pick one.")] = ServeConfig.port,
@@ -57,13 +59,14 @@ def serve(
     """Serve a run over HTTP, with a page that translates.
 
     The page also draws attention. POST /translate and /attention, GET /health, /info, the OpenAPI schema at /openapi.json,
-    and the page at /."""
+    and the page at /. With --engine ctranslate2, a directory made by nmt export, decoded by CTranslate2 (no
+    attention)."""
     from nmt.api import load
     from nmt.serve.app import create_app
     from nmt.serve.server import bind
     from nmt.serve.server import serve as run_server
     from nmt.serve.server import serving_precision, url
-    from nmt.tools.inspect import model_card
+    from nmt.tools.inspect import export_card, model_card
 
     with user_errors():
         config = ServeConfig(host=host, port=port, max_body_bytes=max_body_bytes, max_lines=max_lines,
@@ -71,11 +74,15 @@ def serve(
                              batch_wait_ms=batch_wait_ms, max_batch_lines=max_batch_lines,
                              max_queue_chars=max_queue_chars, timeout_s=timeout, read_timeout_s=read_timeout,
                              max_connections=max_connections, expose_paths=expose_paths)
-        precision = serving_precision(precision, device)
+        check_engine(engine)
+        if engine == "nmt":
+            precision = serving_precision(precision, device)
         sock = bind(config)  # before loading: a port in use should not cost a model load
         try:
-            model = load(one_run("serve", checkpoint, run), device, precision, weights)
-            app = create_app(model, config, model_card(model.run))
+            model = load(one_run("serve", checkpoint, run), device, precision, weights, engine)
+            card = (export_card(model.run, model.exported.manifest) if engine == "ctranslate2"
+                    else model_card(model.run))
+            app = create_app(model, config, card)
             if not config.loopback:
                 err.print(f"[bold yellow]warning:[/] serving on {host}: anyone who can reach this machine "
                           f"can use the service", highlight=False, soft_wrap=True)

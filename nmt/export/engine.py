@@ -16,6 +16,7 @@ How CTranslate2 is asked so that its search is nmt's:
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import dataclass
@@ -57,16 +58,14 @@ class CTranslate2Translator(SentenceTranslator):
 
     def __init__(self, exported: Exported, device: str = "auto", precision: str = "auto",
                  options: SearchOptions = SearchOptions(), workers: int = 0) -> None:
-        if options.sampling is not None:
-            raise SettingError("sample", None, "runs on nmt's own engine, whose draws do not depend on the "
-                               "batching; leave out --engine ctranslate2")
+        _refuse_sampling(options)
         ctranslate2 = require_ctranslate2()
         kind, index = _device(device, ctranslate2)
         compute_type = _compute_type(precision, kind, ctranslate2)
         threads = torch.get_num_threads()
         workers = workers or (min(2, threads) if kind == "cpu" else 1)
         threads = max(1, threads // workers)
-        outputs = len(_vocabulary(exported, "target"))
+        self.target_pieces = _vocabulary(exported, "target")
         try:
             self.engine = ctranslate2.Translator(str(exported.directory), device=kind, device_index=index,
                                                  compute_type=compute_type, inter_threads=workers,
@@ -75,9 +74,20 @@ class CTranslate2Translator(SentenceTranslator):
             raise NmtError(f"{exported.directory}: CTranslate2 cannot load this model ({_first_line(e)}); "
                            "export the run again") from None
         super().__init__(exported.tokenizer, options, precision=self.engine.compute_type)
-        beam = options.beam
         self.exported, self.workers = exported, workers
         self.device = torch.device("cpu") if kind == "cpu" else torch.device(kind, index)
+        self._check_beam()
+
+    def with_options(self, options: SearchOptions) -> CTranslate2Translator:
+        """This translator (its loaded model shared) searching by ``options``."""
+        _refuse_sampling(options)
+        other = copy.copy(self)
+        other.options = options
+        other._check_beam()
+        return other
+
+    def _check_beam(self) -> None:
+        beam, outputs = self.options.beam, len(self.target_pieces)
         if beam > 1 and 2 * beam > outputs:
             raise NmtError(f"beam size {beam} is too large for this model: it outputs {outputs} "
                            f"pieces, so the beam can hold at most {outputs // 2}")
@@ -154,6 +164,12 @@ class _Scored(Hypothesis):
     """A hypothesis and the pieces it was scored over (EOS included when it ended)."""
 
     pieces: int = 0
+
+
+def _refuse_sampling(options: SearchOptions) -> None:
+    if options.sampling is not None:
+        raise SettingError("sample", None, "runs on nmt's own engine, whose draws do not depend on the "
+                           "batching; leave out --engine ctranslate2")
 
 
 def _vocabulary(exported: Exported, side: str) -> list[str]:

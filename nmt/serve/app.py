@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from starlette.exceptions import HTTPException
 
 from nmt import __version__
-from nmt.api import Model
+from nmt.api import NO_ATTENTION, ExportedModel, Model
 from nmt.errors import NmtError, SettingError
 from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, Sampling, SearchOptions, check_search
 from nmt.serve.batcher import Batcher, Busy, attention_work
@@ -206,9 +206,9 @@ def _handlers(app: FastAPI) -> None:
         return JSONResponse({"error": f"internal error ({type(e).__name__}); the service log has the details"}, 500)
 
 
-def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastAPI:
+def create_app(model: Model | ExportedModel, config: ServeConfig, card: dict[str, Any]) -> FastAPI:
     """The service of ``model``; ``card`` is the run's model card (``nmt info``)."""
-    TranslateRequest, AttentionRequest = request_models(config, model.attention_kinds)
+    TranslateRequest, AttentionRequest = request_models(config, model.attention_kinds or ("cross",))
     batcher = Batcher(model, config.batch_wait_ms / 1000, config.max_batch_lines, config.max_queue_chars)
     shown = card if config.loopback or config.expose_paths else {k: card[k] for k in PUBLIC_CARD if k in card}
 
@@ -255,6 +255,8 @@ def create_app(model: Model, config: ServeConfig, card: dict[str, Any]) -> FastA
     async def attention(body: AttentionRequest, request: Request) -> Response:
         """Every layer's and head's weights of one attention while the model reads a sentence
         and its ``rank``-th best translation."""
+        if not model.attention_kinds:
+            raise NmtError(NO_ATTENTION)
         reply = batcher.call(attention_work(body.text, body.beam), attention_reply, body)
         return Response(await unless_gone(request, reply, config.timeout_s), media_type="application/json")
 

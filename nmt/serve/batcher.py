@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-from nmt.api import Model, Translation
+from nmt.api import ExportedModel, Model, Translation
 from nmt.errors import NmtError
 from nmt.inference.settings import SearchOptions
 
@@ -92,7 +92,7 @@ class Batcher:
     that clients who keep asking for them cannot leave translations no room.
     """
 
-    def __init__(self, model: Model, wait_s: float, max_lines: int, max_work: int) -> None:
+    def __init__(self, model: Model | ExportedModel, wait_s: float, max_lines: int, max_work: int) -> None:
         self.model, self.wait_s, self.max_lines, self.max_work = model, wait_s, max_lines, max_work
         self.batches = 0
         self._jobs: list[_Job] = []  # waiting, oldest first

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from nmt.config import RunConfig, read_run_config
+from nmt.config import ModelConfig, RunConfig, read_run_config
 from nmt.data.passes import share
 from nmt.data.batching import make_batch
 from nmt.errors import NmtError, SettingError
@@ -249,3 +249,15 @@ def model_card(run_dir: Path) -> dict[str, Any]:
                               "sentences/s": summary.get("train_sentences_per_s")}),
         "versions": summary.get("versions", {}),
     }
+
+
+def export_card(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    """An exported model's card: the card of the run it came from (while that run is there),
+    with what the export is: its directory, engine, quantization and weights."""
+    run = Path(manifest["run"])
+    card = model_card(run) if (run / "config.yaml").is_file() else {
+        "architecture": describe(ModelConfig(**manifest["model"]))}
+    return {"export": str(directory), "engine": f"CTranslate2 {manifest.get('ctranslate2_version', '')}".strip(),
+            "quantization": manifest.get("quantization"), "exported from": str(run),
+            "exported weights": manifest["weights"]["file"],
+            **{k: v for k, v in card.items() if k not in ("run", "default weights")}}

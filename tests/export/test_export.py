@@ -16,7 +16,8 @@ from nmt.api import load
 from nmt.data.tokenizer import Tokenizer
 from nmt.export.engine import CTranslate2Translator
 from nmt.export.exported import open_exported
-from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, SearchOptions
+from nmt.errors import NmtError, SettingError
+from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, Sampling, SearchOptions
 
 pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
 
@@ -73,6 +74,34 @@ def test_sampling_is_refused_on_ctranslate2(exported: tuple[Path, Path]) -> None
     """Its draws would follow its batches; nmt's own follow the seed and the line."""
     clean_error(nmt("translate", "--engine", "ctranslate2", "--checkpoint", exported[1], "--sample", "Tom."),
                 "--sample: runs on nmt's own engine")
+
+
+def test_the_api_loads_an_export_as_a_model(exported: tuple[Path, Path]) -> None:
+    """load(EXPORT, engine="ctranslate2"): the translations and the scores of given targets of
+    nmt's own engine on the same weights; no attention, no sampling, no other weights."""
+    run, directory = exported
+    ours, theirs = load(run, "cpu", "fp32"), load(directory, "cpu", "fp32", engine="ctranslate2")
+    assert (theirs.run, theirs.attention_kinds, theirs.precision) == (directory, (), "float32")
+    a, b = ours.translate(SOURCES, beam=3, nbest=2), theirs.translate(SOURCES, beam=3, nbest=2)
+    same = [(x, y) for x, y in zip(a, b) if [t.pieces for t in x] == [t.pieces for t in y]]
+    assert len(same) >= 0.99 * len(SOURCES)
+    for x, y in same:
+        assert [t.text for t in x] == [t.text for t in y] and x[0].source_pieces == y[0].source_pieces
+        assert [t.score for t in x] == pytest.approx([t.score for t in y], abs=1e-3 * (len(x[0].pieces) + 1))
+    targets = [hyps[0].text if hyps else "" for hyps in a]
+    targets[1] = "xylophone zebra " + targets[1]  # pieces the model may have no output row for
+    nmt_scores, ct2_scores = ours.score(SOURCES, targets), theirs.score(SOURCES, targets)
+    assert [math.isinf(s) for s in nmt_scores] == [math.isinf(s) for s in ct2_scores]
+    finite = [(x, y) for x, y in zip(nmt_scores, ct2_scores) if math.isfinite(x)]
+    assert len(finite) > 0.9 * len(SOURCES) and all(abs(x - y) <= 2e-3 * max(1, abs(x)) for x, y in finite)
+    with pytest.raises(NmtError, match="no attention"):
+        theirs.attention(SOURCES[0])
+    with pytest.raises(NmtError, match="no attention"):
+        theirs.translate(SOURCES[:1], attention=True)
+    with pytest.raises(SettingError, match="sample"):
+        theirs.translate(SOURCES[:1], sampling=Sampling(seed=1))
+    with pytest.raises(SettingError, match="weights best"):
+        load(directory, engine="ctranslate2", weights="best")
 
 
 def test_vocabularies_are_the_rows_pieces(exported: tuple[Path, Path]) -> None:

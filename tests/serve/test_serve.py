@@ -19,12 +19,12 @@ import pytest
 import uvicorn
 from conftest import ROOT, nmt
 
-from nmt.api import load
+from nmt.api import NO_ATTENTION, ExportedModel, load
 from nmt.inference.settings import Sampling
 from nmt.serve.app import create_app
 from nmt.serve.config import ServeConfig
 from nmt.serve.server import bind, url, uvicorn_config
-from nmt.tools.inspect import model_card
+from nmt.tools.inspect import export_card, model_card
 
 pytestmark = pytest.mark.slow  # end to end: see setup.cfg's markers
 
@@ -42,7 +42,8 @@ def service(model, host=None, **limits):
     free loopback port; ``host``: the application built as if it listened there."""
     config = ServeConfig(port=0, **limits)
     sock = bind(config)
-    app = create_app(model, config if host is None else replace(config, host=host), model_card(model.run))
+    card = export_card(model.run, model.exported.manifest) if isinstance(model, ExportedModel) else model_card(model.run)
+    app = create_app(model, config if host is None else replace(config, host=host), card)
     server = uvicorn.Server(uvicorn_config(app, config, access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -78,6 +79,29 @@ def test_translations_are_the_apis(models, arch):
     assert [h["score"] for hyps in answer["translations"] for h in hyps] == \
         pytest.approx([t.score for hyps in expected for t in hyps], abs=1e-4)
     assert answer["translations"][1] == []  # the empty line
+
+
+def test_an_export_is_served_by_ctranslate2_with_the_same_contract(transformer_run, tmp_path):
+    """nmt serve --engine ctranslate2 EXPORT: /translate answers as load(EXPORT, engine=...)
+    does, within the same limits; /attention says that this engine has none; /info names it."""
+    pytest.importorskip("ctranslate2")
+    assert nmt("export", transformer_run, "-o", tmp_path / "ct2").returncode == 0
+    model = load(tmp_path / "ct2", precision="float32", engine="ctranslate2")
+    with service(model, max_lines=3) as base:
+        status, answer = call(base, "/translate", {"text": SENTENCES, "beam": 3, "nbest": 2})
+        too_many = call(base, "/translate", {"text": SENTENCES + ["one more"]})
+        attention = call(base, "/attention", {"text": SENTENCES[0]})
+        sampled = call(base, "/translate", {"text": SENTENCES[:1], "sample": {"seed": 1}})
+        info = call(base, "/info")[1]
+    assert status == 200
+    expected = model.translate(SENTENCES, beam=3, nbest=2)
+    assert [[(h["text"], h["pieces"]) for h in hyps] for hyps in answer["translations"]] == \
+        [[(t.text, list(t.pieces)) for t in hyps] for hyps in expected]
+    assert too_many[0] == 422 and "at most 3" in too_many[1]["error"]
+    assert attention == (422, {"error": NO_ATTENTION})
+    assert sampled[0] == 422 and "sample" in sampled[1]["error"]
+    assert info["attention kinds"] == [] and info["model"]["engine"].startswith("CTranslate2")
+    assert info["model"]["exported from"] == str(transformer_run.resolve()) and info["precision"] == "float32"
 
 
 def test_sampled_translations_are_the_apis_whoever_else_is_waiting(models):

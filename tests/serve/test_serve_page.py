@@ -21,10 +21,10 @@ SENTENCE = "Tom sees the cat."
 
 
 @contextmanager
-def serving(run):
+def serving(run, *flags):
     """``nmt serve`` of ``run`` in a process of its own; its address."""
     server = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "serve", "--checkpoint", str(run),
-                               "--port", "0", "--max-lines", "2", "--no-access-log"],
+                               "--port", "0", "--max-lines", "2", "--no-access-log", *flags],
                               cwd=ROOT, stderr=subprocess.PIPE, text=True)
     try:
         for line in server.stderr:
@@ -111,3 +111,21 @@ def test_a_gru_run_draws_its_one_map_with_no_layer_or_head_to_choose(tiny_run, b
         expected = _attention(base, {"text": SENTENCE})
     assert len(cells) == len(expected["keys"]) * len(expected["queries"]) > 0
     assert not any(browser.find_element(By.ID, control).is_displayed() for control in ("kind", "layer", "head"))
+
+
+def test_an_export_translates_and_says_it_has_no_attention(transformer_run, browser, tmp_path):
+    pytest.importorskip("ctranslate2")
+    export = subprocess.run([sys.executable, str(ROOT / "cli.py"), "export", str(transformer_run), "-o",
+                             str(tmp_path / "ct2")], capture_output=True, text=True)
+    assert export.returncode == 0, export.stderr
+    with serving(tmp_path / "ct2", "--engine", "ctranslate2") as base:
+        _open(browser, base, "Transformer")
+        assert "CTranslate2" in browser.find_element(By.ID, "model").text
+        assert "no attention to show" in browser.find_element(By.ID, "model").text
+        browser.find_element(By.ID, "translate").click()
+        shown = _visible(browser, ".translation.plain")
+        shown[0].click()  # nothing to show: no request, no error
+        assert not browser.find_elements(By.CSS_SELECTOR, "button.translation")
+        assert not browser.find_element(By.ID, "attention").is_displayed()
+        assert not browser.find_element(By.ID, "error").is_displayed()
+        assert fits_the_screen(browser)
