@@ -50,6 +50,9 @@ class DataConfig:
     # sentence, so 500,000 keep nmt prepare of any corpus within 1.5x of fra-eng's peak (docs/performance.md)
     spm_sample: int = 500_000
     dedup: bool = False  # drop exact duplicate pairs (the first is kept)
+    # read the corpus the other way round (TGT<TAB>SRC; --tgt-file as the source): the reverse
+    # direction, e.g. to back-translate; given held-out files are the model's source and target
+    reverse: bool = False
     max_length_ratio: float = 0.0  # drop training pairs whose sides' piece counts differ more (0: off)
     data: str | None = None  # prepared data (nmt prepare) to train on, instead of preparing it in the run
     data_sha256: str = ""  # of that data's data.json, checked on every resume; set by nmt train
@@ -57,7 +60,7 @@ class DataConfig:
     FILES = ("corpus", "src_file", "tgt_file", "valid_src", "valid_tgt", "test_src", "test_tgt")
     # What shapes prepared data: with ``data``, these come from its data.json
     PREPARED = FILES + ("valid_size", "test_size", "max_pieces", "vocab_size", "allow_overlap", "spm_sample",
-                        "dedup", "max_length_ratio")
+                        "dedup", "max_length_ratio", "reverse")
 
     def corpora(self) -> list[Corpus]:
         """The corpora ``corpus`` names, each with its weight; [] when it names none."""

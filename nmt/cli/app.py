@@ -13,7 +13,7 @@ from rich.logging import RichHandler
 from nmt import __version__
 from nmt.cli import (compare_command, demo_command, export_command, prepare_command, serve_command,
                      tool_commands)
-from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, DedupOpt, MaxLengthRatioOpt, MaxPiecesOpt,
+from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, DedupOpt, MaxLengthRatioOpt, MaxPiecesOpt, ReverseOpt,
                                   SpmSampleOpt, SrcFileOpt, StrictOpt, TestSizeOpt, TestSrcOpt, TestTgtOpt, TgtFileOpt,
                                   ValidSizeOpt, ValidSrcOpt, ValidTgtOpt, VocabSizeOpt, data_flags)
 from nmt.cli.options import (BatchOpt, BeamOpt, CheckpointsOpt, DeviceOpt, EngineOpt, FlagNames, KernelsOpt, Opt,
@@ -73,6 +73,7 @@ def train(
     allow_overlap: AllowOverlapOpt = None,
     dedup: DedupOpt = None,
     max_length_ratio: MaxLengthRatioOpt = None,
+    reverse: ReverseOpt = None,
     data: Annotated[Optional[Path], Opt(help="Prepared data (nmt prepare -o DATA) to train on, instead of the "
                                         "corpus options.", rich_help_panel="Data")] = None,
     arch: Annotated[Optional[str], Opt(help=with_default("arch", "gru, or transformer (embed size = hidden size = "

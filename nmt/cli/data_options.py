@@ -42,6 +42,10 @@ AllowOverlapOpt = Annotated[Optional[bool], Opt("--allow-overlap/--no-allow-over
     "scores then measure recall)."), rich_help_panel=PANEL)]
 DedupOpt = Annotated[Optional[bool], Opt("--dedup/--no-dedup", help=with_default(
     "dedup", "Drop exact duplicate pairs, keeping the first."), rich_help_panel=PANEL)]
+ReverseOpt = Annotated[Optional[bool], Opt("--reverse/--no-reverse", help=with_default(
+    "reverse", "Read the corpus the other way round (TGT<TAB>SRC; --tgt-file as the source): the reverse "
+    "direction, e.g. to back-translate. Given --valid-*/--test-* files are the model's source and target."),
+    rich_help_panel=PANEL)]
 MaxLengthRatioOpt = Annotated[Optional[float], Opt(help=with_default(
     "max_length_ratio", "Drop training pairs whose sides' piece counts differ more than this many times (0: "
     "off; WMT recipes use 1.5 to 3)."), rich_help_panel=PANEL)]

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, DedupOpt, MaxLengthRatioOpt, MaxPiecesOpt,
+from nmt.cli.data_options import (AllowOverlapOpt, CorpusOpt, DedupOpt, MaxLengthRatioOpt, MaxPiecesOpt, ReverseOpt,
                                   SpmSampleOpt, SrcFileOpt, StrictOpt, TestSizeOpt, TestSrcOpt, TestTgtOpt, TgtFileOpt,
                                   ValidSizeOpt, ValidSrcOpt, ValidTgtOpt, VocabSizeOpt, data_flags)
 from nmt.cli.options import Opt, err, user_errors
@@ -39,6 +39,7 @@ def prepare(
     allow_overlap: AllowOverlapOpt = None,
     dedup: DedupOpt = None,
     max_length_ratio: MaxLengthRatioOpt = None,
+    reverse: ReverseOpt = None,
     config: Annotated[Optional[Path], Opt(help="YAML file with any of these options (an nmt train config "
                                           "will do); flags win.")] = None,
 ) -> None:

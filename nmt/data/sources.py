@@ -64,12 +64,18 @@ def corpus_readers(cfg: DataConfig) -> list[tuple[Iterator[tuple[str, str]], Rea
     it is absent."""
     if cfg.src_file is not None:
         report = ReadReport(f"{cfg.src_file} + {cfg.tgt_file}")
-        return [(aligned_pairs(Path(cfg.src_file), Path(cfg.tgt_file), report), report)]
-    if cfg.corpus is None and not DEFAULT_CORPUS.exists():
-        download_fra_eng(DEFAULT_CORPUS)
-    paths = [Path(corpus.path) for corpus in cfg.corpora()] or [DEFAULT_CORPUS]
-    reports = [ReadReport(str(path)) for path in paths]
-    return [(tsv_pairs(path, report), report) for path, report in zip(paths, reports)]
+        readers = [(aligned_pairs(Path(cfg.src_file), Path(cfg.tgt_file), report), report)]
+    else:
+        if cfg.corpus is None and not DEFAULT_CORPUS.exists():
+            download_fra_eng(DEFAULT_CORPUS)
+        paths = [Path(corpus.path) for corpus in cfg.corpora()] or [DEFAULT_CORPUS]
+        readers = [(tsv_pairs(path, report), report) for path, report in ((p, ReadReport(str(p))) for p in paths)]
+    return [(_swapped(pairs), report) for pairs, report in readers] if cfg.reverse else readers
+
+
+def _swapped(pairs: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
+    """``--reverse``: each pair the other way round."""
+    return ((tgt, src) for src, tgt in pairs)
 
 
 def read_corpus(cfg: DataConfig, strict: bool = False) -> tuple[list[tuple[str, str]], ReadReport]:

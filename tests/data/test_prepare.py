@@ -34,6 +34,26 @@ def test_a_gzipped_corpus_prepares_as_its_text(tmp_path, corpus_file):
     assert gz.manifest.sources["corpus"]["sha256"] != plain.manifest.sources["corpus"]["sha256"]
 
 
+def test_reverse_reads_the_corpus_the_other_way_round(tmp_path, corpus_file):
+    """--reverse: the same pairs and pieces as the corpus with its columns swapped, recorded in
+    data.json; --data then trains the reverse direction without the flag."""
+    swapped = tmp_path / "swapped.tsv"
+    swapped.write_text("".join("\t".join(line.split("\t")[:2][::-1]) + "\n"
+                               for line in corpus_file.read_text().splitlines()))
+    reverse, plain = _prepare(tmp_path, "reverse", corpus=str(corpus_file), reverse=True), \
+        _prepare(tmp_path, "swapped", corpus=str(swapped))
+    assert (reverse.valid, reverse.test) == (plain.valid, plain.test)
+    french = {line.split("\t")[1] for line in corpus_file.read_text().splitlines()}
+    assert all(src in french for src, _ in reverse.valid + reverse.test)
+    for side in ("src", "tgt"):
+        assert np.array_equal(getattr(reverse, f"train_{side}").ids, getattr(plain, f"train_{side}").ids)
+    assert json.loads((tmp_path / "reverse" / "data.json").read_text())["settings"]["reverse"] is True
+    result = nmt("train", "--data", tmp_path / "reverse", "--run-dir", tmp_path / "run", "--max-steps", "1",
+                 "--embed-size", "8", "--hidden-size", "12", "--layers", "1", "--device", "cpu", "--precision", "fp32")
+    assert result.returncode == 0, result.stderr
+    assert "reverse: true" in (tmp_path / "run" / "config.yaml").read_text()
+
+
 def test_data_json_says_what_was_prepared_and_from_what(tmp_path, corpus_file):
     lines = corpus_file.read_text().splitlines()
     corpus = tmp_path / "c.tsv"
