@@ -123,7 +123,7 @@ def _inputs(systems: list[System], src: Path | None, ref: list[Path] | None) -> 
     """Every file the comparison reads, which --html must not overwrite."""
     return [("--src", src), *(("--ref", r) for r in ref or []),
             *((f"system {s.name}", s.paths[0]) for s in systems if s.kind == "file"),
-            *(i for s in systems if s.kind != "file" for run in s.paths if s.kind != "export" for i in run_inputs(run))]
+            *(i for s in systems if s.kind in ("run", "ensemble") for run in s.paths for i in run_inputs(run))]
 
 
 def _named(parsed: list[System]) -> list[System]:

@@ -11,7 +11,6 @@ A system is written as:
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from nmt.comparison.cache import HypothesisCache, sha256_lines
 from nmt.config import EXPORT_MANIFEST
 from nmt.data.manifest import content
 from nmt.errors import NmtError
+from nmt.export.exported import open_exported
 from nmt.inference.evaluate import TestSet, read_lines, run_test_set
 from nmt.inference.search import DEFAULT_BATCH
 from nmt.inference.translate import SentenceTranslator
@@ -44,15 +44,14 @@ class System:
     def engine(self) -> str:
         return "ctranslate2" if self.kind == "export" else "nmt"
 
-    def test_run(self) -> Path | None:
-        """The run whose test set this system was held out from: its (first) run, or the run
-        an export was made from; None for a file of hypotheses."""
+    def test_runs(self) -> list[Path]:
+        """The runs whose test sets this system's runs were held out with: its run, each of an
+        ensemble's, or the run an export was made from; none for a file of hypotheses."""
         if self.kind == "file":
-            return None
+            return []
         if self.kind == "export":
-            manifest = json.loads((self.paths[0] / EXPORT_MANIFEST).read_text(encoding="utf-8"))
-            return Path(manifest["run"])
-        return self.paths[0]
+            return [open_exported(self.paths[0]).run]
+        return list(self.paths)
 
 
 def parse_system(text: str, weights: str = DEFAULT) -> System:
@@ -97,7 +96,7 @@ def _kind(path: Path, text: str) -> str:
 
 def common_test_set(systems: list[System], all_refs: bool = False) -> TestSet:
     """The test set the systems were held out with: their runs' test sets must be one."""
-    runs = [(s, s.test_run()) for s in systems if s.kind != "file"]
+    runs = [(s, run) for s in systems for run in s.test_runs()]
     if not runs:
         raise NmtError("files of hypotheses carry no test set: give --src and --ref, or a run to take its test set from")
     first_system, first_run = runs[0]
@@ -141,7 +140,7 @@ def hypotheses(system: System, test: TestSet, load: Loader, batch_size: int = DE
 def _identity(system: System, translator: SentenceTranslator, test: TestSet) -> dict[str, Any]:
     """Everything the system's output on ``test`` depends on (its cache key)."""
     if system.kind == "export":
-        manifest = json.loads((system.paths[0] / EXPORT_MANIFEST).read_text(encoding="utf-8"))
+        manifest = open_exported(system.paths[0]).manifest
         model = {"export_files": manifest.get("files"), "weights": manifest.get("weights")}
     else:
         model = {"weights": [_weights_identity(run, system.weights) for run in system.paths]}

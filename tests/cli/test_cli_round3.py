@@ -115,9 +115,9 @@ def _process(pid: int) -> tuple[str, float]:
 @pytest.mark.parametrize("command", [["eval", "--bleu"], ["translate", "--beam", "2", "--output", "{out}"]])
 def test_ctrl_c_stops_decoding_within_a_step_on_every_worker(slow_run, tmp_path, command):
     """Measured in the CPU time the process spends after the signal, which other processes on
-    the same cores do not inflate as they do wall time (ten seconds of it, beside a busy
-    loop): a step and the way out take under a CPU second (0.8-0.9 beside two busy loops); a
-    worker that decoded its share on took 18-32 s (36-64 CPU s)."""
+    the same cores do not inflate as they do wall time: a step and the way out take under a
+    CPU second (0.8-0.9 beside two busy loops); a worker that decoded its share on took 18-32 s
+    of wall time idle (36-64 CPU s)."""
     long = tmp_path / "long.en"
     long.write_text("".join(" ".join(s for s, _ in make_pairs(12, seed=k)) + "\n" for k in range(300)))
     args = [a.replace("{out}", str(tmp_path / "out.fr")) for a in command]
