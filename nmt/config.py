@@ -23,17 +23,20 @@ from nmt.yaml_file import read_yaml_file
 @dataclass(frozen=True)
 class Corpus:
     """One corpus of several: a TSV file and its weight, the times its pairs are drawn in an
-    epoch (2: each twice; 0.5: a random half, another each epoch)."""
+    epoch (2: each twice; 0.5: a random half, another each epoch); and its tag, a token put
+    before each of its sources (tagged back-translation, Caswell et al. 2019: the model learns
+    which sources are synthetic), whose pairs are never held out."""
 
     path: str
     weight: float = 1.0
+    tag: str = ""
 
 
 @dataclass(frozen=True)
 class DataConfig:
     """Where the parallel text comes from and how it is split and tokenised."""
 
-    # fra-eng style TSV, plain or gzipped; several: a list of paths or of {path, weight}
+    # fra-eng style TSV, plain or gzipped; several: a list of paths or of {path, weight, tag}
     corpus: str | list | None = None  # default data/fra-eng/fra.txt
     src_file: str | None = None
     tgt_file: str | None = None
@@ -68,6 +71,10 @@ class DataConfig:
             return []
         entries = self.corpus if isinstance(self.corpus, list) else [self.corpus]
         return [Corpus(e) if isinstance(e, str) else Corpus(**e) for e in entries]
+
+    def tags(self) -> dict[int, str]:
+        """The tagged corpora: their numbers (from 0, as read) and tags."""
+        return {k: c.tag for k, c in enumerate(self.corpora()) if c.tag}
 
     def files(self) -> dict[str, str]:
         """The data files this config names, by what they are: the corpus (``corpus``, or

@@ -11,7 +11,8 @@ _TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), 
 
 
 def check_corpora(corpus: Any) -> None:
-    """A list of corpora: each a path, or a mapping of ``path`` and a positive ``weight``."""
+    """A list of corpora: each a path, or a mapping of ``path``, a positive ``weight`` and a
+    ``tag`` (one token, no spaces)."""
     if not isinstance(corpus, list):
         return
     check(bool(corpus), "corpus", None, "an empty list names no corpus")
@@ -22,9 +23,12 @@ def check_corpora(corpus: Any) -> None:
         check(not isinstance(weight, str), "corpus", None,
               f"entry {k}'s weight must be a number, got the string {weight!r} (YAML reads 5e-1 as a string: "
               "write 0.5 or 5.0e-1)")
-        ok = (isinstance(entry, dict) and set(entry) <= {"path", "weight"} and isinstance(entry.get("path"), str)
+        ok = (isinstance(entry, dict) and set(entry) <= {"path", "weight", "tag"} and isinstance(entry.get("path"), str)
               and isinstance(entry.get("weight", 1), (int, float)) and not isinstance(entry.get("weight"), bool))
-        check(ok, "corpus", None, f"entry {k} must be a path, or a mapping of path and weight, got {shown(entry)}")
+        check(ok, "corpus", None, f"entry {k} must be a path, or a mapping of path, weight and tag, got {shown(entry)}")
+        tag = entry.get("tag", "<bt>")
+        check(isinstance(tag, str) and 0 < len(tag) <= 32 and not any(c.isspace() for c in tag), "corpus", None,
+              f"entry {k}'s tag must be one token of 1 to 32 characters without spaces, e.g. <bt>; got {shown(tag)}")
         weight = entry.get("weight", 1)
         check(math.isfinite(weight) and weight > 0, "corpus", None,
                f"entry {k}'s weight must be a finite number > 0, got {weight}")

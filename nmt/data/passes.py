@@ -108,7 +108,9 @@ def held_out_sets(cfg: DataConfig, kept: Path) -> tuple[list[tuple[str, str]], l
     pass), the sources to carve, and each set's overlap with the corpus."""
     given = {part: read_given_set(cfg, part) for part in ("valid", "test") if getattr(cfg, f"{part}_src")}
     sizes = {part: 0 if part in given else getattr(cfg, f"{part}_size") for part in ("valid", "test")}
-    held_out = HeldOut.choose((src for _, src, _ in read_kept(kept)), sizes["valid"], sizes["test"])
+    tagged = set(cfg.tags())  # synthetic pairs: never held out
+    held_out = HeldOut.choose((src for k, src, _ in read_kept(kept) if k not in tagged), sizes["valid"],
+                              sizes["test"])
     overlap = held_out_overlap(given, (src for _, src, _ in read_kept(kept)))
     return given.get("valid", []), given.get("test", []), held_out, overlap
 

@@ -147,8 +147,8 @@ def _manifest(cfg: DataConfig, kept: Kept, encoded: Encoded, valid: list, test: 
     """What was prepared: the corpora's pairs are a range of the stores each, in order."""
     corpora, start = [], 0
     for k, ((path, weight), report) in enumerate(zip(corpus_weights(cfg), kept.reports)):
-        corpora.append({"path": path, "weight": weight, "read": report.kept, "train": encoded.pairs[k],
-                        "start": start})
+        corpora.append({"path": path, "weight": weight, **({"tag": cfg.tags()[k]} if k in cfg.tags() else {}),
+                        "read": report.kept, "train": encoded.pairs[k], "start": start})
         start += encoded.pairs[k]
     skipped: Counter = sum((report.skipped for report in kept.reports), Counter())
     return Manifest(
@@ -209,7 +209,7 @@ def _train_tokenizer(cfg: DataConfig, sample: Reservoir, directory: Path) -> Tok
         log.info("SentencePiece trains on %d of the %d training pairs, drawn at random", len(sample.items),
                  sample.offered)
     texts = [s for s, _ in sample.items] + [t for _, t in sample.items]
-    tokenizer = Tokenizer.train(texts, directory / "spm.model", cfg.vocab_size)
+    tokenizer = Tokenizer.train(texts, directory / "spm.model", cfg.vocab_size, tuple(sorted(set(cfg.tags().values()))))
     if sample.offered > len(sample.items):
         _warn_if_short(cfg, "vocab_size", tokenizer.vocab_size, "SentencePiece trained on a sample (--spm-sample "
                        f"{cfg.spm_sample:,}); raise it", f"{len(sample.items):,} of the {sample.offered:,} pairs give")

@@ -70,12 +70,20 @@ def corpus_readers(cfg: DataConfig) -> list[tuple[Iterator[tuple[str, str]], Rea
             download_fra_eng(DEFAULT_CORPUS)
         paths = [Path(corpus.path) for corpus in cfg.corpora()] or [DEFAULT_CORPUS]
         readers = [(tsv_pairs(path, report), report) for path, report in ((p, ReadReport(str(p))) for p in paths)]
-    return [(_swapped(pairs), report) for pairs, report in readers] if cfg.reverse else readers
+    if cfg.reverse:
+        readers = [(_swapped(pairs), report) for pairs, report in readers]
+    tags = cfg.tags()
+    return [(_tagged(pairs, tags[k]) if k in tags else pairs, report) for k, (pairs, report) in enumerate(readers)]
 
 
 def _swapped(pairs: Iterator[tuple[str, str]]) -> Iterator[tuple[str, str]]:
     """``--reverse``: each pair the other way round."""
     return ((tgt, src) for src, tgt in pairs)
+
+
+def _tagged(pairs: Iterator[tuple[str, str]], tag: str) -> Iterator[tuple[str, str]]:
+    """A tagged corpus's pairs: the tag and a space before each source."""
+    return ((f"{tag} {src}", tgt) for src, tgt in pairs)
 
 
 def read_corpus(cfg: DataConfig, strict: bool = False) -> tuple[list[tuple[str, str]], ReadReport]:
@@ -104,9 +112,10 @@ def absolute_sources(cfg: DataConfig) -> dict[str, Any]:
                 if getattr(cfg, name) is not None}
     if cfg.src_file is None:
         corpora = cfg.corpora() or [Corpus(str(DEFAULT_CORPUS))]
-        entries = [{"path": str(Path(c.path).resolve()), "weight": c.weight} for c in corpora]
+        entries = [{"path": str(Path(c.path).resolve()), "weight": c.weight, **({"tag": c.tag} if c.tag else {})}
+                   for c in corpora]
         absolute["corpus"] = (entries[0]["path"] if isinstance(cfg.corpus, (str, type(None)))
-                              else [e if e["weight"] != 1 else e["path"] for e in entries])
+                              else [e if e["weight"] != 1 or "tag" in e else e["path"] for e in entries])
     return absolute
 
 

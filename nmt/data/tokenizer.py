@@ -22,13 +22,13 @@ SPECIALS = (PAD_ID, UNK_ID, BOS_ID, EOS_ID)
 _TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)")
 
 
-def _train_proto(texts: list[str], vocab_size: int) -> bytes:
+def _train_proto(texts: list[str], vocab_size: int, symbols: tuple[str, ...] = ()) -> bytes:
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
         model_type="unigram", character_coverage=0.9999, hard_vocab_limit=False,
         pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID,
-        num_threads=os.cpu_count() or 1, minloglevel=2)
+        num_threads=os.cpu_count() or 1, minloglevel=2, **({"user_defined_symbols": list(symbols)} if symbols else {}))
     return model.getvalue()
 
 
@@ -53,21 +53,22 @@ class Tokenizer:
         self.sha256 = hashlib.sha256(proto).hexdigest()  # the run's fingerprint of it
 
     @staticmethod
-    def train(texts: list[str], model_path: Path, vocab_size: int) -> Tokenizer:
-        """Train a unigram model on ``texts`` and write it atomically to ``model_path``.
+    def train(texts: list[str], model_path: Path, vocab_size: int, symbols: tuple[str, ...] = ()) -> Tokenizer:
+        """Train a unigram model on ``texts`` and write it atomically to ``model_path``;
+        ``symbols`` (corpus tags) are pieces of their own, never cut.
 
         The vocabulary size is a soft limit, so small corpora get a smaller vocabulary; below
         the pieces that the corpus's characters need, it is raised to that with a warning.
         """
         try:
-            proto = _train_proto(texts, vocab_size)
+            proto = _train_proto(texts, vocab_size, symbols)
         except RuntimeError as e:
             needed = _TOO_SMALL.search(str(e))
             if needed is None:
                 raise NmtError(f"SentencePiece could not train a vocabulary: {_reason(e)}") from None
             log.warning(SettingMessage("vocab_size", vocab_size, f"below the {needed[1]} pieces that this "
                                        f"corpus's characters need; using {needed[1]}"))
-            proto = _train_proto(texts, int(needed[1]))
+            proto = _train_proto(texts, int(needed[1]), symbols)
         with atomic_path(model_path) as tmp:
             tmp.write_bytes(proto)
         tokenizer = Tokenizer(model_path)

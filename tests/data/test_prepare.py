@@ -54,6 +54,25 @@ def test_reverse_reads_the_corpus_the_other_way_round(tmp_path, corpus_file):
     assert "reverse: true" in (tmp_path / "run" / "config.yaml").read_text()
 
 
+def test_a_tagged_corpus_has_its_tag_as_one_piece_before_each_source_and_none_held_out(tmp_path, corpus_file):
+    """Tagged back-translation: a corpus's ``tag`` starts each of its sources as a piece of its
+    own; its pairs are never held out; data.json records it; a tag with a space is refused."""
+    lines = corpus_file.read_text().splitlines()
+    synthetic = write_tsv(tmp_path / "synthetic.tsv", [tuple(line.split("\t")[:2]) for line in lines[:150]])
+    real = write_tsv(tmp_path / "real.tsv", [tuple(line.split("\t")[:2]) for line in lines[150:]])
+    data = _prepare(tmp_path, "tagged", corpus=[str(real), {"path": str(synthetic), "tag": "<bt>", "weight": 0.5}])
+    tag = data.tokenizer.sp.piece_to_id("<bt>")
+    assert tag > 3 and data.tokenizer.pieces(data.tokenizer.encode(["<bt> Tom."])[0])[:2] == ["▁", "<bt>"]
+    assert not any("<bt>" in src for src, _ in data.valid + data.test)
+    real_count, synthetic_count = (c["train"] for c in data.manifest.corpora)
+    tagged = [tag in list(ids[:2]) for ids in data.train_src]
+    assert tagged == [False] * real_count + [True] * synthetic_count
+    assert data.manifest.corpora[1]["tag"] == "<bt>" and "tag" not in data.manifest.corpora[0]
+    config = tmp_path / "bad.yaml"
+    config.write_text(f"corpus:\n  - {real}\n  - {{path: {synthetic}, tag: '<b t>'}}\n")
+    clean_error(nmt("prepare", "--config", config, "-o", tmp_path / "bad"), "tag must be one token")
+
+
 def test_data_json_says_what_was_prepared_and_from_what(tmp_path, corpus_file):
     lines = corpus_file.read_text().splitlines()
     corpus = tmp_path / "c.tsv"
