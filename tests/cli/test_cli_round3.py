@@ -122,8 +122,11 @@ def test_ctrl_c_stops_decoding_within_a_step_on_every_worker(slow_run, tmp_path,
     long.write_text("".join(" ".join(s for s, _ in make_pairs(12, seed=k)) + "\n" for k in range(300)))
     args = [a.replace("{out}", str(tmp_path / "out.fr")) for a in command]
     files = ["--src", long, "--ref", long] if command[0] == "eval" else ["--input", long]
+    # Ctrl-C as a terminal delivers it: to a process that has not inherited SIGINT ignored, as a
+    # job started with & by a script does (Python then installs no KeyboardInterrupt handler)
     process = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args, "--checkpoint", str(slow_run),
-                                *map(str, files), "--device", "cpu"], stderr=subprocess.PIPE, text=True)
+                                *map(str, files), "--device", "cpu"], stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300  # hang guards only
     while _process(process.pid)[1] < 6:  # loaded (about 3 CPU s) and decoding
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()[1]
