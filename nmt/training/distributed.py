@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import logging
 import os
 import re
@@ -165,8 +166,13 @@ def joined(device_spec: str) -> Iterator[Processes]:
     try:
         yield processes
     except BaseException:
+        gc.collect()
         processes.close()
         raise
+    # A DistributedDataParallel replica sits in a reference cycle (it outlives its last name
+    # until the collector runs), so without this it is freed at interpreter exit, after the group
+    # is gone: a finished worker once ended there in std::terminate (SIGABRT) on 2 busy cores.
+    gc.collect()
     processes.barrier()  # no rank tears its connections down while another still uses them
     processes.close()
 
