@@ -62,12 +62,18 @@ def check_metrics(names: list[str]) -> list[str]:
     return names
 
 
+MOST_SAMPLES = 10_000
+
+
 def check_test(test: str, samples: int | None, seed: int) -> int:
     """The number of samples the test draws (``samples`` or sacreBLEU's default), checked."""
     if test not in TESTS:
         raise SettingError("test", test, "must be bs (paired bootstrap resampling) or ar (approximate randomisation)")
     if samples is not None and samples < 100:
         raise SettingError("n", samples, "must be at least 100: a p-value's resolution is 1 / (n + 1)")
+    if samples is not None and samples > MOST_SAMPLES:  # bs holds every resample's statistics at once
+        raise SettingError("n", samples, f"must be at most {MOST_SAMPLES:,} (bs: about 0.25 GB of memory a "
+                           "1,000 resamples of 3,000 sentences in chrF)")
     if seed < 1:  # sacreBLEU reads a seed of 0 as "not seeded"
         raise SettingError("seed", seed, "must be at least 1")
     return samples or DEFAULT_SAMPLES[test]
@@ -113,7 +119,10 @@ def paired_test(systems: list[tuple[str, list[str]]], refs: list[list[str | None
         rows = [Estimate(metric, base, float(first.mean), float(first.ci))]
         for (_, hyps), r in zip(systems[1:], results[key][1:]):  # numpy numbers made Python's
             same = hyps == baseline
-            rows.append(Estimate(metric, float(r.score), float(r.mean), float(r.ci), float(r.score) - base,
-                                 1.0 if same else float(r.p_value), same))
+            # no difference is no evidence of one: with every sentence's statistics equal
+            # (outputs that differ only in spaces), sacreBLEU counts no resample and gives 1/(n+1)
+            delta = float(r.score) - base
+            rows.append(Estimate(metric, float(r.score), float(r.mean), float(r.ci), delta,
+                                 1.0 if same or delta == 0 else float(r.p_value), same))
         out[metric] = rows
     return {m: str(signatures[k]) for m, k in zip(metrics, signatures)}, out

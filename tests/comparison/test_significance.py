@@ -46,6 +46,16 @@ def test_two_near_systems_are_not_significant() -> None:
     assert not estimates["bleu"][1].identical and estimates["bleu"][1].p > LEVEL
 
 
+def test_a_difference_of_nothing_is_never_significant() -> None:
+    """Outputs that differ in spaces only have the same statistics in every sentence: sacreBLEU
+    counts no resample as extreme and would give 1 / (n + 1); no difference gives p = 1."""
+    refs, good, _ = _corpus()
+    spaced = [h.replace(" ", "  ") for h in good]
+    _, estimates = paired_test([("a", good), ("b", spaced)], [refs], ["bleu", "chrf", "ter"], "bs", 200, seed=1)
+    for metric, (_, other) in estimates.items():
+        assert not other.identical and other.delta == 0 and other.p == 1.0 and not other.significant, metric
+
+
 def test_the_seed_decides_the_resamples() -> None:
     refs, good, poor = _corpus(120)
     runs = [paired_test([("a", poor), ("b", good)], [refs], ["chrf"], "bs", 200, seed)[1]["chrf"][1]
@@ -64,5 +74,7 @@ def test_settings_are_checked() -> None:
         check_test("xx", None, 1)
     with pytest.raises(SettingError, match="at least 100"):
         check_test("bs", 10, 1)
+    with pytest.raises(SettingError, match="at most 10,000"):
+        check_test("bs", 10_001, 1)
     with pytest.raises(SettingError, match="seed 0"):
         check_test("bs", None, 0)
