@@ -15,7 +15,7 @@ from rich.text import Text
 
 from nmt.cli.options import (BatchOpt, BeamOpt, DeviceOpt, KernelsOpt, Opt, PenaltyOpt, PrecisionOpt, WeightsOpt,
                              at_least, err, load_translator, search_options, user_errors)
-from nmt.cli.streams import checked_output, print_out, refuse_same_file, run_inputs
+from nmt.cli.streams import checked_output, is_stdout, print_out, refuse_same_file, run_inputs
 from nmt.errors import NmtError
 from nmt.inference.search import DEFAULT_BATCH
 from nmt.inference.settings import DEFAULT_LENGTH_PENALTY
@@ -79,6 +79,8 @@ def compare(
         options = search_options(beam, None, length_penalty)
         parsed = _named([parse_system(text, weights) for text in systems])
         test_set = file_test_set(src, ref) if src is not None else common_test_set(parsed, all_refs)
+        if html is not None and is_stdout(html):
+            raise NmtError("--html writes a page to a file; name one (--json prints to stdout)")
         page = checked_output(html, "--html")
         if page is not None:
             refuse_same_file(page, "--html", _inputs(parsed, src, ref))
@@ -90,10 +92,11 @@ def compare(
         on_page = PAGE_EXAMPLES if examples is None else examples
         shown = differing_most(test_set.sources, test_set.refs, result.hyps, on_page if page else examples or 0)
         for system, hit in zip(result.systems, result.cached):
-            err.print(f"{system.name}: {'hypotheses from ' + str(system.paths[0] / 'hypotheses') if hit else 'decoded'}",
-                      highlight=False, soft_wrap=True)
+            came = ("read from its file" if system.kind == "file" else
+                    f"hypotheses from {system.paths[0] / 'hypotheses'}" if hit else "decoded")
+            err.print(f"{system.name}: {came}", highlight=False, soft_wrap=True)
         if page is not None:
-            atomic_write_text(page, render(result, shown, _setting(result, beam, length_penalty)))
+            atomic_write_text(page, render(result, shown, _setting(result, beam, length_penalty), on_page))
             err.print(f"wrote [bold]{page}[/]", highlight=False)
         listed = shown[:examples or 0]
         print_out(_json(result, listed, beam, length_penalty) if json_out
@@ -120,10 +123,14 @@ def _checked_flags(systems: list[str], metrics: str, test: str, n: int | None, s
 
 
 def _inputs(systems: list[System], src: Path | None, ref: list[Path] | None) -> list[tuple[str, Path | str | None]]:
-    """Every file the comparison reads, which --html must not overwrite."""
+    """Every file the comparison reads, which --html must not overwrite: the test files, the
+    runs' data, and every file of a system's runs and exports (weights, tokenizer, config)."""
+    folders = {d for s in systems if s.kind != "file" for d in (*s.paths, *s.test_runs())}
     return [("--src", src), *(("--ref", r) for r in ref or []),
             *((f"system {s.name}", s.paths[0]) for s in systems if s.kind == "file"),
-            *(i for s in systems if s.kind in ("run", "ensemble") for run in s.paths for i in run_inputs(run))]
+            *(i for s in systems if s.kind in ("run", "ensemble") for run in s.paths for i in run_inputs(run)),
+            *((f"{d.name}/{f.relative_to(d)}", f) for d in sorted(folders) if d.is_dir()
+              for f in d.rglob("*") if f.is_file())]
 
 
 def _named(parsed: list[System]) -> list[System]:

@@ -3,5 +3,5 @@ tests and confidence intervals over sacreBLEU (``significance``), what a system 
 hypotheses decoded once and cached in its run (``systems``, ``cache``), the sentences where
 systems differ most (``differences``) and the page that shows them (``page``).
 
-May import: ``nmt.errors``, ``nmt.config``, ``nmt.runtime``, ``nmt.data``, ``nmt.inference``.
+May import: ``nmt.errors``, ``nmt.config``, ``nmt.runtime``, ``nmt.data``, ``nmt.inference``, ``nmt.export``.
 """

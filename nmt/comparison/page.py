@@ -5,6 +5,7 @@ examples can be narrowed to those where one system scores best."""
 from __future__ import annotations
 
 import html
+import re
 from importlib.resources import files
 
 from nmt.comparison.compare import Comparison, verdicts
@@ -14,8 +15,8 @@ from nmt.comparison.significance import Estimate
 METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF2", "ter": "TER"}
 
 
-def render(comparison: Comparison, examples: list[Example], meta: str) -> str:
-    """The page's HTML."""
+def render(comparison: Comparison, examples: list[Example], meta: str, asked: int = 1) -> str:
+    """The page's HTML, with ``examples`` of the ``asked`` for."""
     names = [s.name for s in comparison.systems]
     parts = {
         "title": _e(f"nmt compare: {', '.join(names)}"),
@@ -23,16 +24,15 @@ def render(comparison: Comparison, examples: list[Example], meta: str) -> str:
         "scores": "".join(_scores_table(metric, rows, names, comparison.signatures[metric])
                           for metric, rows in comparison.estimates.items()),
         "verdicts": "".join(f"<li>{_e(line)}</li>" for line in verdicts(comparison)),
-        "examples_title": _e(f"The {len(examples)} sentences where the systems differ most"
-                             if examples else "No sentence where the systems differ"),
+        "examples_title": _e(f"The {len(examples)} sentences where the systems differ most" if examples else
+                             "No sentence where the systems differ" if asked else "No examples (--examples 0)"),
         "filter": '<option value="">all examples</option>' + "".join(
             f'<option value="{k}">where {_e(name)} scores best</option>' for k, name in enumerate(names)),
         "examples": "".join(_example(e, names) for e in examples),
     }
     page = files("nmt.comparison").joinpath("page.html").read_text(encoding="utf-8")
-    for key, value in parts.items():
-        page = page.replace("{{" + key + "}}", value)
-    return page
+    # one pass: a system name that reads {{examples}} stays text, not a place to fill
+    return re.sub(r"\{\{(\w+)\}\}", lambda m: parts.get(m[1], m[0]), page)
 
 
 def _e(text: str) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +68,18 @@ def parse_system(text: str, weights: str = DEFAULT) -> System:
         return System(text, "run", system.paths, weights)
     if not path.exists() and "+" in text:
         members = [_member(part, text) for part in text.split("+")]
-        return System(text, "ensemble", tuple(members), weights)
+        return _with_weights(System(text, "ensemble", tuple(members), weights))
     kind = _kind(path, text)
-    return System(text, kind, (path,), weights if kind == "run" else DEFAULT)
+    return _with_weights(System(text, kind, (path,), weights if kind == "run" else DEFAULT))
+
+
+def _with_weights(system: System) -> System:
+    """``system``, once each of its runs is found to hold its weights: a missing set is named
+    before any system is decoded, with the sets the run has."""
+    if system.kind in ("run", "ensemble"):
+        for run in system.paths:
+            weights_path(run, system.weights)
+    return system
 
 
 def _member(part: str, text: str) -> Path:
@@ -126,8 +136,11 @@ def hypotheses(system: System, test: TestSet, load: Loader, batch_size: int = DE
             raise NmtError(f"{system.name} has {len(hyps):,} lines but the test set ({test.name}) has "
                            f"{len(test.sources):,} sources; a file of hypotheses has one line per source")
         return hyps, False
+    model = _model_identity(system)  # before loading: weights replaced meanwhile must not be keyed as these
     translator = load(list(system.paths), system.engine, system.weights)
-    identity = _identity(system, translator, test)
+    identity = {"test_sources": sha256_lines(test.sources), **model, "tokenizer": translator.tokenizer.sha256,
+                "precision": translator.precision, "device": str(translator.device),
+                "search": asdict(translator.options)}
     cache = HypothesisCache(system.paths[0])
     kept = cache.get(identity, len(test.sources))
     if kept is not None:
@@ -137,16 +150,25 @@ def hypotheses(system: System, test: TestSet, load: Loader, batch_size: int = DE
     return hyps, False
 
 
-def _identity(system: System, translator: SentenceTranslator, test: TestSet) -> dict[str, Any]:
-    """Everything the system's output on ``test`` depends on (its cache key)."""
+def _model_identity(system: System) -> dict[str, Any]:
+    """What the system's output depends on besides the test set and the search settings: its
+    weights' contents and the code that decodes them (the cache's key, with those)."""
     if system.kind == "export":
         manifest = open_exported(system.paths[0]).manifest
         model = {"export_files": manifest.get("files"), "weights": manifest.get("weights")}
     else:
         model = {"weights": [_weights_identity(run, system.weights) for run in system.paths]}
-    return {"test_sources": sha256_lines(test.sources), "engine": system.engine, **model,
-            "tokenizer": translator.tokenizer.sha256, "precision": translator.precision,
-            "device": str(translator.device), "search": asdict(translator.options)}
+    return {"engine": system.engine, "versions": engine_versions(system.engine), **model}
+
+
+def engine_versions(engine: str) -> dict[str, str]:
+    """The versions of the code that decodes: nmt's, and torch's or CTranslate2's."""
+    import torch
+
+    from nmt import __version__
+    if engine == "ctranslate2":
+        return {"nmt": __version__, "ctranslate2": metadata.version("ctranslate2")}
+    return {"nmt": __version__, "torch": torch.__version__}
 
 
 def _weights_identity(run: Path, weights: str) -> dict[str, str]:

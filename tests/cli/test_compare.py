@@ -96,17 +96,17 @@ def test_the_cache_does_not_make_an_old_run_the_newest(trained: Path, noisy: Pat
     assert (old / "hypotheses").is_dir() and latest_run(root) == new
 
 
-def test_weights_ensembles_and_files_are_systems(trained: Path, tmp_path: Path) -> None:
+def test_weights_ensembles_and_files_are_systems(trained: Path, noisy: Path, tmp_path: Path) -> None:
     hyps = tmp_path / "hyps.txt"
     out = nmt("eval", trained, "--hyp-out", hyps)
     assert out.returncode == 0, out.stderr
-    result = _compare(trained, f"{trained}@last", f"{trained}+{trained}", hyps, "--examples", "3")
-    assert [s["kind"] for s in result["systems"]] == ["run", "run", "ensemble", "file"]
+    result = _compare(trained, f"{trained}@last", f"{trained}+{trained}", hyps, noisy, "--examples", "3")
+    assert [s["kind"] for s in result["systems"]] == ["run", "run", "ensemble", "file", "run"]
     base, *others = result["scores"]["bleu"]["systems"]
     assert others[2]["identical"]  # the file holds the run's own hypotheses
-    assert len(result["examples"]) <= 3
+    assert len(result["examples"]) == 3  # the noise differs from the run in most sentences
     for example in result["examples"]:
-        assert len(example["hypotheses"]) == 4 and len({h["text"] for h in example["hypotheses"]}) > 1
+        assert len(example["hypotheses"]) == 5 and len({h["text"] for h in example["hypotheses"]}) > 1
 
 
 def test_the_terminal_lists_the_examples_and_the_page_is_written(trained: Path, noisy: Path, tmp_path: Path) -> None:
@@ -134,15 +134,17 @@ def test_mistakes_are_one_line(trained: Path, lowered: Path, tmp_path: Path) -> 
         ([untested, trained], "holds out no test pairs"),
         ([short, short], "files of hypotheses carry no test set"),
         ([trained, tmp_path / "nosuch"], "no such run, export or file"),
-        ([trained, f"{trained}@nosuch"], "nosuch"),
+        ([trained, f"{trained}@nosuch"], "weights nosuch", "has no such weights; it has"),
+        ([trained, trained, "--html", trained / "best.safetensors"], "would overwrite"),
+        ([trained, trained, "--html", "-"], "writes a page to a file"),
         ([trained, f"{trained}@best+{trained}"], "give it with --weights"),
         ([trained, trained, "--metrics", "bleu,meteor"], "--metrics"),
         ([trained, trained, "--seed", "0"], "--seed 0"),
         ([trained, trained, "--test", "t"], "--test t"),
         ([trained, trained, "--src", short], "--src and --ref go together"),
     ]
-    for args, needle in cases:
-        clean_error(nmt("compare", *map(str, args)), needle)
+    for args, *needles in cases:
+        clean_error(nmt("compare", *map(str, args)), *needles)
 
 
 def test_an_export_is_a_system_decoded_by_ctranslate2(transformer_run: Path, tmp_path: Path) -> None:
