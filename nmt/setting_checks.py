@@ -7,6 +7,7 @@ from typing import Any
 
 from nmt.errors import ConfigError, shown
 
+RESERVED_PIECES = ("<pad>", "<unk>", "<s>", "</s>")  # SentencePiece's control pieces in nmt's tokenizer
 _TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "list": (list,)}
 
 
@@ -29,6 +30,9 @@ def check_corpora(corpus: Any) -> None:
         tag = entry.get("tag", "<bt>")
         check(isinstance(tag, str) and 0 < len(tag) <= 32 and not any(c.isspace() for c in tag), "corpus", None,
               f"entry {k}'s tag must be one token of 1 to 32 characters without spaces, e.g. <bt>; got {shown(tag)}")
+        check(tag not in RESERVED_PIECES, "corpus", None,
+              f"entry {k}'s tag {tag} is one of the tokenizer's own pieces ({', '.join(RESERVED_PIECES)}); "
+              "choose another, e.g. <bt>")
         weight = entry.get("weight", 1)
         check(math.isfinite(weight) and weight > 0, "corpus", None,
                f"entry {k}'s weight must be a finite number > 0, got {weight}")

@@ -84,6 +84,8 @@ def prepare_run_data(cfg: DataConfig, directory: Path, strict: bool = False, cor
     directory's own (a run an older nmt prepared without data.json), its held-out files are
     checked, not written, and only the encoded pairs and data.json are added. With
     ``cut_with`` (a fine-tuned run's parent's), that tokenizer is copied in instead of trained."""
+    if cut_with is not None:
+        _check_tags_kept(cut_with, cfg)
     laps = _Laps()
     with kept_pairs(cfg, directory, strict, corpus_limit) as kept:
         name = " + ".join(report.path for report in kept.reports)
@@ -195,6 +197,15 @@ def _check_same_split(directory: Path, valid: list[tuple[str, str]], test: list[
         if read_pairs(directory / name) != pairs:
             raise NmtError(f"{source}: not the data this run started with (its held-out {name} differs); "
                            "resume with the original corpus and held-out files")
+
+
+def _check_tags_kept(tokenizer: Tokenizer, cfg: DataConfig) -> None:
+    """A fine-tuned run keeps its parent's tokenizer, which must hold each corpus tag whole: a
+    tag the parent was not trained with would be cut into pieces, unknown ones among them."""
+    for tag in sorted(set(cfg.tags().values())):
+        if tokenizer.pieces(tokenizer.encode([tag])[0]) not in (["▁", tag], [tag]):
+            raise NmtError(f"corpus tag {tag}: the parent's tokenizer has no piece {tag}, so the tag would be "
+                           "cut into pieces; fine-tune from a parent trained with that tag, or drop the tag")
 
 
 def _copy_tokenizer(tokenizer: Tokenizer, directory: Path) -> Tokenizer:

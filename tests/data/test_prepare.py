@@ -71,6 +71,16 @@ def test_a_tagged_corpus_has_its_tag_as_one_piece_before_each_source_and_none_he
     config = tmp_path / "bad.yaml"
     config.write_text(f"corpus:\n  - {real}\n  - {{path: {synthetic}, tag: '<b t>'}}\n")
     clean_error(nmt("prepare", "--config", config, "-o", tmp_path / "bad"), "tag must be one token")
+    config.write_text(f"corpus:\n  - {real}\n  - {{path: {synthetic}, tag: </s>}}\n")
+    clean_error(nmt("prepare", "--config", config, "-o", tmp_path / "bad"), "tag </s> is one of the tokenizer's own")
+
+
+def test_a_tag_the_parent_cannot_keep_whole_is_refused_in_fine_tuning(tmp_path, tiny_run, corpus_file):
+    """Fine-tuning copies the parent's tokenizer, which would cut a tag it was not trained with."""
+    config = tmp_path / "tagged.yaml"
+    config.write_text(f"corpus:\n  - {{path: {corpus_file}, tag: <bt>}}\n")
+    clean_error(nmt("train", "--init-from", tiny_run, "--config", config, "--run-dir", tmp_path / "child",
+                    "--max-steps", "1"), "corpus tag <bt>", "has no piece <bt>")
 
 
 def test_data_json_says_what_was_prepared_and_from_what(tmp_path, corpus_file):
