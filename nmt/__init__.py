@@ -2,7 +2,7 @@
 command line (``nmt``) or from Python (:func:`load`, in :mod:`nmt.api`)."""
 __version__ = "0.1.0"
 
-__all__ = ["AttentionMaps", "Model", "Sampling", "Translation", "load"]
+__all__ = ["AttentionMaps", "ExportedModel", "Model", "Sampling", "Translation", "load"]
 
 
 def __getattr__(name: str) -> object:

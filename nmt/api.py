@@ -19,8 +19,10 @@ True
 True
 
 Both model families work alike, through the same :class:`nmt.inference.translate.Translator`
-that ``nmt translate`` uses. A :class:`Model` may be shared by threads: each call holds its
-lock, so calls run one at a time (a call already spreads over the CPU's cores).
+that ``nmt translate`` uses; ``load(EXPORT_DIR, engine="ctranslate2")`` gives an
+:class:`ExportedModel`, the same interface over CTranslate2 (no attention, no sampling). A
+model may be shared by threads: each call holds its lock, so calls run one at a time (a call
+already spreads over the CPU's cores).
 """
 from __future__ import annotations
 
@@ -236,7 +238,7 @@ class ExportedModel(_Decoder):
         self._tokenizer = self.exported.tokenizer
         self._outputs = frozenset(self._engine.target_pieces)
         self.device, self.precision = self._engine.device, self._engine.precision
-        self.weights = self.exported.manifest["weights"]["file"]
+        self.weights = Path(self.exported.manifest["weights"]["file"]).stem  # named as Model's are: best, step-K
         self._lock = threading.Lock()
 
     def translate(self, sources: Iterable[str], beam: int = 1, nbest: int = 1,

@@ -37,7 +37,7 @@ T = TypeVar("T")
 PAGE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
                "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'")
 # What /info shows of the model card to a network: no paths on this machine, no library versions
-PUBLIC_CARD = ("architecture", "sizes", "parameters", "parameters per block", "vocabulary", "pairs", "training",
+PUBLIC_CARD = ("engine", "quantization", "architecture", "sizes", "parameters", "parameters per block", "vocabulary", "pairs", "training",
                "best validation BLEU", "throughput")
 
 

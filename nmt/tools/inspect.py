@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from nmt.report.plotting import AttentionPanel
 from nmt.runtime.checkpoint import read_header_checked
 from nmt.runtime.lock import lock_holder
 from nmt.training.state import read_metrics
+
+log = logging.getLogger(__name__)
 
 
 def _summary(path: Path) -> dict[str, Any]:
@@ -255,9 +258,14 @@ def export_card(directory: Path, manifest: dict[str, Any]) -> dict[str, Any]:
     """An exported model's card: the card of the run it came from (while that run is there),
     with what the export is: its directory, engine, quantization and weights."""
     run = Path(manifest["run"])
-    card = model_card(run) if (run / "config.yaml").is_file() else {
-        "architecture": describe(ModelConfig(**manifest["model"]))}
-    return {"export": str(directory), "engine": f"CTranslate2 {manifest.get('ctranslate2_version', '')}".strip(),
-            "quantization": manifest.get("quantization"), "exported from": str(run),
-            "exported weights": manifest["weights"]["file"],
-            **{k: v for k, v in card.items() if k not in ("run", "default weights")}}
+    card = {"architecture": describe(ModelConfig(**manifest["model"]))}
+    if (run / "config.yaml").is_file():
+        try:
+            card = model_card(run)
+        except NmtError as e:  # the export stands alone: a run damaged since does not stop it
+            log.warning("%s: the card of the run it was exported from is not shown (%s)", directory, e)
+    versions = {**card.get("versions", {}), "ctranslate2": manifest.get("ctranslate2_version")}
+    return {"export": str(directory), "engine": "CTranslate2", "quantization": manifest.get("quantization"),
+            "exported from": str(run), "exported weights": manifest["weights"]["file"],
+            **{k: v for k, v in card.items() if k not in ("run", "default weights", "versions")},
+            "versions": {k: v for k, v in versions.items() if v}}
