@@ -51,7 +51,9 @@ def score_json(info: dict, scores: list[Score]) -> str:
 
 
 def _interval(score: Score) -> dict:
-    """The 95% confidence interval, where the score has one: its mean ± ci, and its ends."""
+    """The 95% confidence interval, where the score has one, as sacreBLEU gives it: the
+    resamples' mean ± ci, half the width between their 2.5th and 97.5th percentiles (so the
+    ends are mean ∓ ci, not the percentiles themselves where the resamples are skewed)."""
     if score.ci is None:
         return {}
     return {"mean": round(score.mean, 2), "ci": round(score.ci, 2), "ci_low": round(score.mean - score.ci, 2),
