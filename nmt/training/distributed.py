@@ -17,6 +17,7 @@ import gc
 import logging
 import os
 import re
+import traceback
 from dataclasses import dataclass
 from typing import Any, Iterator, TypeVar
 
@@ -165,7 +166,9 @@ def joined(device_spec: str) -> Iterator[Processes]:
     processes = join(device_spec)
     try:
         yield processes
-    except BaseException:
+    except BaseException as e:
+        # the traceback's frames hold the trainer and its replica: cleared, the collector frees them
+        traceback.clear_frames(e.__traceback__)
         gc.collect()
         processes.close()
         raise
