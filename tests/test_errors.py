@@ -25,4 +25,4 @@ def test_only_mentioned_names_are_substituted():
 def test_resume_refuses_settings_other_than_the_budget_before_touching_the_run(tmp_path):
     with pytest.raises(SettingError, match=r"^resume: continues a run with its saved config; "
                                            r"it cannot take hidden_size, lr$"):
-        resume_run(tmp_path / "absent", {"max_steps": 9, "lr": 0.1, "hidden_size": 8})
+        resume_run(tmp_path / "absent", {"max_steps": 9, "threads": 1, "lr": 0.1, "hidden_size": 8})

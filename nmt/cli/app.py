@@ -178,7 +178,7 @@ def train(
                                        "waits for the others at every step).")] = False,
     run_dir: Annotated[Optional[Path], Opt(help="Run directory. \\[default: checkpoints/<timestamp>]")] = None,
     resume: Annotated[Optional[Path], Opt(help="Continue this run from its last checkpoint; only "
-                                          "--epochs/--max-steps/--max-minutes may change.")] = None,
+                                          "--epochs/--max-steps/--max-minutes and --threads may change.")] = None,
     init_from: Annotated[Optional[Path], Opt(help="Fine-tune: a new run that starts from this run's default weights, "
                                              "tokenizer and model, with a fresh optimiser and schedule, on the data, "
                                              "budget and learning rate given (model flags are refused).")] = None,

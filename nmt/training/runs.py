@@ -170,19 +170,21 @@ def _follow_new_run(run_dir: Path, rank: int) -> tuple[RunConfig, RunData]:
 
 
 BUDGET_KEYS = ("epochs", "max_steps", "max_minutes")
+# how fast a session runs, not what it learns: a resume may take another machine's core count
+SESSION_KEYS = ("threads",)
 
 
 def resume_run(run_dir: Path, budget: dict[str, Any], strict: bool = False) -> TrainState:
     """Continue a run from last.safetensors: weights, optimiser, RNG, data order and budget.
 
-    ``budget`` may change epochs/max_steps/max_minutes, which count from the run's start;
-    any other setting in it is refused, since the run goes on with its saved config.
+    ``budget`` may change epochs/max_steps/max_minutes, which count from the run's start, and
+    threads; any other setting in it is refused, since the run goes on with its saved config.
     Every saved file is checked before the first step; the run's lock is held throughout (by
     rank 0, among several processes, which may be more or fewer than the run started with).
     """
     budget = dict(budget)
     moved_data = budget.pop("data", None)  # prepared data found elsewhere since the run started
-    other = sorted(set(budget) - set(BUDGET_KEYS))
+    other = sorted(set(budget) - set(BUDGET_KEYS) - set(SESSION_KEYS))
     if other:
         raise SettingError("resume", None, "continues a run with its saved config; it cannot take "
                            + ", ".join(f"{{{name}}}" for name in other), tuple(other))

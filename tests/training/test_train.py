@@ -55,6 +55,16 @@ def test_interrupted_and_resumed_run_equals_an_uninterrupted_one(tmp_path, corpu
         assert torch.equal(a[key], b[key]), key
 
 
+def test_a_resume_may_take_another_thread_count(tmp_path, corpus_file):
+    """--threads on a resume (another machine's cores): the run goes on to its budget and
+    config.yaml records the threads it last used. Its sums may round otherwise, so it is not
+    the bit-exact continuation that a resume on the same threads is."""
+    from nmt.training.runs import resume_run
+    train_new_run(tiny_config(corpus_file, max_steps=4, threads=2), tmp_path / "run")
+    assert resume_run(tmp_path / "run", {"max_steps": 8, "threads": 1}).step == 8
+    assert "threads: 1" in (tmp_path / "run" / "config.yaml").read_text()
+
+
 def test_non_finite_loss_stops_without_touching_the_weights(tmp_path, corpus_file):
     from nmt.inference import loading
     from nmt.runtime import checkpoint
