@@ -100,6 +100,8 @@ def main() -> None:
     train(t, threads, "--corpus", args.corpus, "--arch", "transformer", "--keep-checkpoints", "5", "--valid-every", "200",
           "--max-steps", "4060")
     train(g, threads, "--corpus", args.corpus, "--max-steps", "6477")
+    if (t / "spm.model").read_bytes() != (g / "spm.model").read_bytes():  # an ensemble decodes with one
+        sys.exit(f"{t} and {g} trained different SentencePiece models; they cannot form an ensemble")
     rest, questions, q_src, q_ref = split_questions(args.corpus, w)
     train(parent, threads, "--corpus", rest, "--arch", "transformer", "--max-steps", "6060")
     train(child, threads, "--init-from", parent, "--corpus", questions, "--max-steps", "912", "--label-smoothing", "0.1")
@@ -108,15 +110,21 @@ def main() -> None:
     rows += compare("fine-tuning, held-out questions", parent, child, "--src", q_src, "--ref", q_ref)
     rest_src, rest_ref = held_out_files(parent, w)
     rows += compare("fine-tuning, the rest", parent, child, "--src", rest_src, "--ref", rest_ref)
+    print_comparison(rows)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(rows, indent=1))
+
+
+def print_comparison(rows: list[dict]) -> None:
+    """``compare``'s rows as a table: BLEU and chrF2 with their 95% intervals, Δ and p."""
     print(f"\n{'question':<34} {'system':<40} {'beam':>4} {'BLEU ± 95% CI':>16} {'Δ':>7} {'p':>7} "
           f"{'chrF2 ± CI':>15} {'Δ':>7} {'p':>7}")
     for r in rows:
         b, c = r["bleu"], r["chrf"]
-        print(f"{r['question']:<34} {Path(r['system']).name:<40} {r['beam']:>4} "
+        name = "+".join(Path(part).name for part in r["system"].split("+"))  # an ensemble's members
+        print(f"{r['question']:<34} {name:<40} {r['beam']:>4} "
               f"{b['score']:>8.2f} ± {b['ci']:<5.2f} {_num(b['delta']):>7} {_num(b['p'], 4):>7} "
               f"{c['score']:>7.2f} ± {c['ci']:<5.2f} {_num(c['delta']):>7} {_num(c['p'], 4):>7}")
-    if args.json_out:
-        args.json_out.write_text(json.dumps(rows, indent=1))
 
 
 def _num(value: float | None, digits: int = 2) -> str:
