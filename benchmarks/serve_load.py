@@ -5,8 +5,7 @@
 
 Starts ``nmt serve`` on a free loopback port, sends ``--requests`` POST /translate requests of
 one sentence each (the run's test sources, in turn) from 1, 4 and 16 concurrent clients
-(16 twice)
-(threads, each on its own keep-alive connection), and prints for each level: requests a
+(16 twice; threads, each on its own keep-alive connection), and prints for each level: requests a
 second, p50 and p99 latency, errors (anything but 200; must be 0) and the service's resident
 memory before and after (it must stay flat). Then it stops the service and translates the same
 sentences with ``nmt translate`` (one process, the file at once), for comparison: its
