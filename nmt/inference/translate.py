@@ -178,7 +178,8 @@ class Translator(SentenceTranslator):
         it is not kept waiting until every share is decoded."""
         workers = max(1, min(self.parallel_workers(), len(chunks)))
         was_training, threads = self.model.training, torch.get_num_threads()
-        self.model.eval()
+        if was_training:  # eval() and train() walk every module: 0.4 ms, 3% of a one-sentence call
+            self.model.eval()
         torch.set_num_threads(max(1, threads // workers))
         try:
             if workers < 2:  # on this thread, which Ctrl-C interrupts itself
@@ -194,7 +195,8 @@ class Translator(SentenceTranslator):
                         raise
         finally:
             torch.set_num_threads(threads)
-            self.model.train(was_training)
+            if was_training:
+                self.model.train()
         results: list[list[list[Hypothesis]]] = [[] for _ in chunks]
         for w, share in enumerate(decoded):
             results[w::workers] = share
