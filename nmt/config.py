@@ -325,25 +325,14 @@ def _section_of(key: str) -> str:
     for section, cls in _SECTIONS.items():
         if key in {f.name for f in fields(cls)}:
             return section
-    valid = sorted(set(option_names()) - set(SET_BY_TRAIN))
+    valid = sorted({f.name for cls in _SECTIONS.values() for f in fields(cls)} - set(SET_BY_TRAIN))
     raise ConfigError(None, None, f"unknown config key '{key}'; valid keys: {', '.join(valid)}")
-
-
-def option_names() -> list[str]:
-    """All flat config keys, as accepted in a config file."""
-    return [f.name for cls in _SECTIONS.values() for f in fields(cls)]
 
 
 def default_of(key: str) -> Any:
     """The dataclass default of a flat key, for help texts."""
     section = _SECTIONS[_section_of(key)]
     return {f.name: f.default for f in fields(section)}[key]
-
-
-def arch_defaults_of(key: str) -> dict[str, Any]:
-    """Each architecture's default of ``key`` where it differs from :func:`default_of`'s (None:
-    by corpus size)."""
-    return {arch: values[key] for arch, values in ARCH_DEFAULTS.items() if key in values}
 
 
 def flatten(raw: dict[str, Any], source: str) -> dict[str, Any]:

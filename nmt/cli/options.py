@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from nmt.config import CHOICES, NO_FLAG, arch_defaults_of, default_of
-from nmt.defaults import BY_CORPUS_SIZE, SMALL_CORPUS_PAIRS
+from nmt.config import CHOICES, NO_FLAG, default_of
+from nmt.defaults import ARCH_DEFAULTS, BY_CORPUS_SIZE, SMALL_CORPUS_PAIRS
 from nmt.errors import NmtError, SettingError, SettingMessage
 from nmt.inference.settings import DEFAULT_LENGTH_PENALTY, Sampling, SearchOptions
 from nmt.setting_checks import spelling
@@ -62,7 +62,7 @@ def at_least(name: str, value: int, minimum: int = 1) -> None:
 
 
 def with_default(key: str, text: str) -> str:
-    archs = arch_defaults_of(key)
+    archs = {arch: values[key] for arch, values in ARCH_DEFAULTS.items() if key in values}  # None: by corpus size
     base = default_of(key)
     shown = _by_size("gru", key) if archs.pop("gru", base) is None else spelling(base) if key in CHOICES else base
     others = "".join(f"; {arch}: {_by_size(arch, key) if value is None else value}" for arch, value in archs.items())

@@ -37,8 +37,8 @@ T = TypeVar("T")
 PAGE_POLICY = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
                "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'")
 # What /info shows of the model card to a network: no paths on this machine, no library versions
-PUBLIC_CARD = ("engine", "quantization", "architecture", "sizes", "parameters", "parameters per block", "vocabulary", "pairs", "training",
-               "best validation BLEU", "throughput")
+PUBLIC_CARD = ("engine", "quantization", "architecture", "sizes", "parameters", "parameters per block", "vocabulary",
+               "pairs", "training", "best validation BLEU", "throughput")
 
 
 class Hypothesis(BaseModel):

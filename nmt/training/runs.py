@@ -38,7 +38,8 @@ from nmt.training.run_writer import RunWriter
 from nmt.training.state import TrainState, trim_metrics
 from nmt.training.tensorboard import require_tensorboard
 from nmt.training.callbacks import TrainCallbacks
-from nmt.training.trainer import Trainer, make_optimizer
+from nmt.training.schedule import make_optimizer
+from nmt.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Learning-rate schedules.
+"""The optimiser and its learning-rate schedules.
 
 ``plateau`` (the GRU's): the rate starts at ``lr`` and the trainer multiplies it by
 ``lr_decay`` whenever a scheduled validation's loss is no better than the best so far.
@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import math
 
+import torch
+
+from nmt.models.interface import TranslationModel
+
 
 def noam_factor(step: int, warmup_steps: int) -> float:
     """The fraction of the peak rate for optimiser step ``step`` (1-based): step / warmup
@@ -24,3 +28,9 @@ def scheduled_lr(schedule: str, lr: float, warmup_steps: int, step: int) -> floa
     """The rate for optimiser step ``step`` under a per-step schedule; None under ``plateau``,
     whose rate changes only at validations (and lives in the optimiser's state)."""
     return lr * noam_factor(step, warmup_steps) if schedule == "noam" else None
+
+
+def make_optimizer(model: TranslationModel, lr: float, device: torch.device) -> torch.optim.Optimizer:
+    """Adam; fused (one kernel for all parameters, not a loop of small ops per tensor) where
+    the device has it."""
+    return torch.optim.Adam(model.parameters(), lr=lr, fused=device.type in ("cpu", "cuda"))

@@ -39,7 +39,7 @@ from nmt.training.advice import warn_at_start
 from nmt.training.averaging import average_last, kept_count
 from nmt.training.callbacks import TrainCallbacks
 from nmt.training.distributed import Processes, lost_peers, no_sync
-from nmt.training.schedule import scheduled_lr
+from nmt.training.schedule import make_optimizer, scheduled_lr
 from nmt.training.state import TrainState
 
 log = logging.getLogger(__name__)
@@ -51,12 +51,6 @@ MIN_VALID_GAP = 200  # steps; epochs shorter than this are validated every few e
 # whole run under 1 GB"). A release took 0.19-0.28 s at the reference size, then with a full
 # garbage collection (about 0.1 s) that it no longer runs: a step takes 0.4 s.
 RELEASE_EVERY = 50
-
-
-def make_optimizer(model: TranslationModel, lr: float, device: torch.device) -> torch.optim.Optimizer:
-    """Adam; fused (one kernel for all parameters, not a loop of small ops per tensor) where
-    the device has it."""
-    return torch.optim.Adam(model.parameters(), lr=lr, fused=device.type in ("cpu", "cuda"))
 
 
 SAMPLES = 4  # validation translations shown beside the figures (TensorBoard)
