@@ -104,7 +104,7 @@ class _Direct:
         piece = self.engine.tokenizer.sp.id_to_piece
         pieces = [[piece(i) for i in ids] for ids in self.engine.encode(sources)]
         start = time.perf_counter()
-        outputs = self.engine.engine.translate_batch(pieces, max_batch_size=128, beam_size=self.engine.beam)
+        outputs = self.engine.engine.translate_batch(pieces, max_batch_size=128, beam_size=self.engine.options.beam)
         self.seconds = time.perf_counter() - start
         return [self.engine.tokenizer.sp.decode(o.hypotheses[0]) for o in outputs]
 
