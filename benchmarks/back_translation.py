@@ -4,7 +4,7 @@ the monolingual text; ``nmt compare`` then tests each forward run against the ba
 
     python benchmarks/back_translation.py --corpus ../shared/data/fra-eng/fra.txt --work /tmp/bt
                                           [--pairs 30000] [--mono 0] [--arch transformer]
-                                          [--patience 3] [--max-minutes 30] [--threads 0]
+                                          [--patience 3] [--max-minutes 30] [--max-steps 0] [--threads 0]
 
 Steps, each skipped when its output exists (so an interrupted run goes on where it stopped):
 1. the split of small_corpus.py (en-fr: the same test, validation and training pairs);
@@ -17,7 +17,8 @@ Steps, each skipped when its output exists (so an interrupted run goes on where 
    untagged and tagged (``tag: <bt>``, Caswell et al. 2019), sampled untagged;
 6. ``nmt compare`` of them all on the test set, greedy and beam 5: BLEU and chrF with 95%
    intervals, and each run's p-value against the baseline.
-Run it alone on the machine; its figures are BLEU, so load changes only the time.
+With ``--max-steps N`` every run trains at most N steps, so its BLEU does not depend on the
+machine's load; with only ``--max-minutes`` a busy machine trains fewer steps, and scores less.
 """
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ def prepare(work: Path, name: str, corpus: list, reverse: bool = False) -> Path:
 
 def train(data: Path, run: Path, args: argparse.Namespace) -> Path:
     if not (run / "run.json").exists():
+        steps = ["--max-steps", str(args.max_steps)] if args.max_steps else []
         nmt("train", "--data", str(data), "--run-dir", str(run), "--arch", args.arch, "--patience",
-            str(args.patience), "--max-minutes", str(args.max_minutes), "--threads", args.threads)
+            str(args.patience), "--max-minutes", str(args.max_minutes), *steps, "--threads", args.threads)
         print(f"trained {run.name}", flush=True)
     return run
 
@@ -105,6 +107,7 @@ def main() -> None:
     parser.add_argument("--arch", default="transformer")
     parser.add_argument("--patience", type=int, default=3)
     parser.add_argument("--max-minutes", type=float, default=30)
+    parser.add_argument("--max-steps", type=int, default=0, help="steps for each run (0: no limit)")
     parser.add_argument("--threads", default="0", help="nmt train --threads")
     parser.add_argument("--only", default=",".join(RUNS))
     parser.add_argument("--json-out", type=Path)
