@@ -11,10 +11,10 @@ Steps, each skipped when its output exists (so an interrupted run goes on where 
 2. the monolingual French: every distinct French sentence of the corpus that is neither in the
    training sample nor a translation of a validation or test source (``--mono N``: a random N);
 3. the reverse run (French→English) on the training pairs, ``nmt prepare --reverse``;
-4. its translations of the monolingual French, with beam 5 and by unrestricted sampling
-   (Edunov et al. 2018), one line for each line;
+4. its translations of the monolingual French, with beam 5, by unrestricted sampling (Edunov et
+   al. 2018) and by sampling from the 10 likeliest pieces, one line for each line;
 5. forward runs on the real pairs alone (the baseline) and with each synthetic corpus, beam
-   untagged and tagged (``tag: <bt>``, Caswell et al. 2019), sampled untagged;
+   untagged and tagged (``tag: <bt>``, Caswell et al. 2019), both samplings untagged;
 6. ``nmt compare`` of them all on the test set, greedy and beam 5: BLEU and chrF with 95%
    intervals, and each run's p-value against the baseline.
 With ``--max-steps N`` every run trains at most N steps, so its BLEU does not depend on the
@@ -37,8 +37,10 @@ RUNS = {  # forward runs: the synthetic corpus each adds to the real pairs, and 
     "bt-beam": ("beam", None),
     "bt-beam-tagged": ("beam", "<bt>"),
     "bt-sample": ("sample", None),
+    "bt-top10": ("top10", None),
 }
-SEARCHES = {"beam": ["--beam", "5"], "sample": ["--sample", "--seed", "1"]}
+SEARCHES = {"beam": ["--beam", "5"], "sample": ["--sample", "--seed", "1"],
+            "top10": ["--sample", "--top-k", "10", "--seed", "1"]}
 
 
 def monolingual(corpus: Path, work: Path, limit: int) -> Path:
