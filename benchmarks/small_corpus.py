@@ -55,6 +55,9 @@ CONFIGS = {
     # Sennrich and Zhang 2019's regularisers together: dropout 0.3, source word dropout 0.1,
     # label smoothing 0.2
     "gru-regularised": ["--dropout", "0.3", "--source-word-dropout", "0.1", "--label-smoothing", "0.2"],
+    # and with the decoder's input and output embeddings tied (Press & Wolf 2017; one of Sennrich
+    # and Zhang 2019's low-resource settings)
+    "gru-tied": ["--tie-embeddings"],
     # R-Drop (Liang et al. 2021; alpha 5, the paper's for IWSLT translation) on each family's defaults
     "gru-rdrop": ["--rdrop-alpha", "5"],
     "transformer-rdrop": ["--arch", "transformer", "--rdrop-alpha", "5"],

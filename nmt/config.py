@@ -104,7 +104,7 @@ class ModelConfig:
     heads: int = 4  # transformer: attention heads
     ff_size: int = 1024  # transformer: feed-forward inner size
     norm: str = "post"  # transformer: layer norm after each sub-layer's residual sum ("post") or before it ("pre")
-    tie_embeddings: bool | None = False  # transformer: the decoder's input embedding is its output layer's
+    tie_embeddings: bool | None = False  # the decoder's input embedding is its output layer's
     #                                      weight; None: by the training-pair count (BY_CORPUS_SIZE)
     tokenizer_sha256: str = ""  # of the run's spm.model, checked on every load; set by nmt train
 
@@ -281,8 +281,9 @@ class RunConfig:
             check(m.hidden_size % 2 == 0, "hidden_size", m.hidden_size, "a transformer needs an even size")
             at_least(m, "ff_size", 1)
         choice(m, "norm", ("pre", "post"))
-        check(not m.tie_embeddings or m.arch == "transformer", "tie_embeddings", None,
-               "is a transformer setting ({arch} transformer)", ("arch",))
+        check(not m.tie_embeddings or m.embed_size == m.hidden_size, "tie_embeddings", None,
+               f"the output layer reads {{hidden_size}} ({m.hidden_size}) values: tying needs "
+               f"{{embed_size}} ({m.embed_size}) equal to it", ("hidden_size", "embed_size"))
         choice(m, "attention", ("additive", "dot"))
         check(0 <= m.init_range <= 1, "init_range", m.init_range,
                "must be in [0, 1] (weights start uniform in ±init_range; 0: PyTorch's own)")

@@ -73,10 +73,10 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
 
 
 def tiny_model(vocab: int, bidirectional: bool = True, layers: int = 2, seed: int = 0,
-               decoder: str = "input_feeding", attention: str = "additive") -> Seq2Seq:
+               decoder: str = "input_feeding", attention: str = "additive", tie_embeddings: bool = False) -> Seq2Seq:
     torch.manual_seed(seed)
-    cfg = ModelConfig(embed_size=6, hidden_size=8, layers=layers, bidirectional=bidirectional,
-                      dropout=0.0, decoder=decoder, attention=attention, vocab=vocab)
+    cfg = ModelConfig(embed_size=8 if tie_embeddings else 6, hidden_size=8, layers=layers, bidirectional=bidirectional,
+                      dropout=0.0, decoder=decoder, attention=attention, vocab=vocab, tie_embeddings=tie_embeddings)
     return build_model(cfg, PAD_ID).eval()
 
 

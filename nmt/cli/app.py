@@ -101,7 +101,8 @@ def train(
                                              "(pre) or after its residual sum (post)."),
                                        rich_help_panel="Model")] = None,
     tie_embeddings: Annotated[Optional[bool], Opt("--tie-embeddings/--no-tie-embeddings", help=with_default(
-        "tie_embeddings", "Transformer: the decoder's input embedding is its output layer."),
+        "tie_embeddings", "The decoder's input embedding is its output layer (a GRU's needs "
+        "--embed-size equal to --hidden-size)."),
         rich_help_panel="Model")] = None,
     epochs: Annotated[Optional[int], Opt(help=f"Most epochs. \\[default: {DEFAULT_MAX_EPOCHS} when no budget is "
                                          "given, which trains until --patience; no limit when --max-steps or "

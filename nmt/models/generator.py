@@ -62,3 +62,22 @@ class GeneratorOutputs(nn.Module):
     @property
     def output_layer(self) -> nn.Module:
         return self.generator.proj
+
+    def tie_output_to(self, embedding: nn.Embedding, key: str) -> None:
+        """One (target pieces, size) matrix embeds the decoder's input and scores its output
+        (Press & Wolf 2017). Checkpoints store it once, under ``key``, the embedding's weight
+        (safetensors keeps no aliases): the output layer's key is left out on saving and filled
+        in on loading."""
+        assert len(self.generator.pieces or []) == len(getattr(embedding, "pieces", None) or []), "sides differ"
+        self.generator.proj.weight = embedding.weight
+        alias = "generator.proj.weight"
+
+        def drop_alias(module: nn.Module, state: dict, prefix: str, metadata: object) -> None:
+            state.pop(prefix + alias, None)
+
+        def fill_alias(module: nn.Module, state: dict, prefix: str, *args: object) -> None:
+            if prefix + key in state:
+                state[prefix + alias] = state[prefix + key]
+
+        self.register_state_dict_post_hook(drop_alias)
+        self.register_load_state_dict_pre_hook(fill_alias)

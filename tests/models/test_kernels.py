@@ -22,10 +22,10 @@ def _batches(n: int, seed: int = 3) -> list:
     return [make_batch(*zip(*[(s, s) for s in (sentence() for _ in range(6))])) for _ in range(n)]
 
 
-def _model(kernels: str, decoder: str = "input_feeding", attention: str = "additive"):
+def _model(kernels: str, decoder: str = "input_feeding", attention: str = "additive", tied: bool = False):
     """A tiny model with weights in +-0.5: at +-0.1 attention is flat, and its gradients
     (norm 1e-9) are float32 rounding noise that no comparison could check."""
-    model = tiny_model(VOCAB, decoder=decoder, attention=attention)
+    model = tiny_model(VOCAB, decoder=decoder, attention=attention, tie_embeddings=tied)
     with torch.no_grad():
         for param in model.parameters():
             param.mul_(5)
@@ -65,14 +65,17 @@ def test_fast_and_reference_kernels_train_to_the_same_weights_and_decode_the_sam
             use_kernels(fast, "fast")
 
 
-@pytest.mark.parametrize("decoder, attention", [("input_feeding", "additive"), ("bahdanau", "dot")])
-def test_fast_and_reference_gradients_agree_tensor_by_tensor(decoder, attention):
+@pytest.mark.parametrize("decoder, attention, tied", [("input_feeding", "additive", False), ("bahdanau", "dot", False),
+                                                     ("input_feeding", "additive", True)])
+def test_fast_and_reference_gradients_agree_tensor_by_tensor(decoder, attention, tied):
     """Each parameter's gradient, relative to its own norm: a 1% error in any one shows, however
-    small that gradient is beside the others."""
+    small that gradient is beside the others. Tied, the decoder's embedding gathers the output
+    layer's gradient too."""
     batch = _batches(1)[0]
     grads = {}
     for kernels in ("fast", "reference"):
-        model = _model(kernels, decoder, attention)
+        model = _model(kernels, decoder, attention, tied)
+        assert (model.generator.proj.weight is model.decoder.embedding.weight) is tied
         batch_loss(model, batch, label_smoothing=0.1).backward()
         grads[kernels] = {name: p.grad for name, p in model.named_parameters()}
     for name, ref in grads["reference"].items():

@@ -1,6 +1,9 @@
+import json
+
 import pytest
 import torch
-from conftest import tiny_model
+from conftest import nmt, tiny_model
+from test_transformer_cli import one_size
 
 from nmt.data.batching import make_batch
 from nmt.inference.greedy import greedy_search
@@ -80,3 +83,33 @@ def test_uniform_init_keeps_padding_rows_zero():
     assert torch.all(model.encoder.embedding.weight[0] == 0)
     assert torch.all(model.decoder.embedding.weight[0] == 0)
     assert all(p.abs().max() <= 0.1 for p in model.parameters())
+
+
+@pytest.mark.parametrize("family, embedding", [([], "decoder.embedding"),
+                                               (["--arch", "transformer", "--heads", "2", "--ff-size", "16"],
+                                                "tgt_embedding")])
+def test_tied_embeddings_are_one_matrix_stored_once_and_tied_again_on_loading(corpus, tmp_path, family, embedding):
+    from safetensors.torch import load_file
+
+    from nmt.inference.loading import load_run
+
+    run = tmp_path / "run"
+    sizes = one_size()
+    result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--max-steps", "3", *family,
+                 "--tie-embeddings", *sizes)
+    assert result.returncode == 0, result.stderr
+    stored = load_file(run / "last.safetensors")
+    assert "model.generator.proj.weight" not in stored and f"model.{embedding}.weight" in stored
+    _, model, _ = load_run(run, torch.device("cpu"))
+    tied = model.get_submodule(embedding).weight
+    assert model.generator.proj.weight is tied
+    torch.testing.assert_close(tied, stored[f"model.{embedding}.weight"])
+    card = json.loads(nmt("info", "--checkpoint", str(run), "--json").stdout)
+    assert "tied" in card["architecture"] and "counted above" in card["parameters per block"]["generator"]
+    hidden = sizes[sizes.index("--hidden-size") + 1]
+    untied = nmt("train", "--corpus", str(corpus), "--run-dir", str(tmp_path / "untied"), "--max-steps", "1",
+                 *family, "--no-tie-embeddings", *sizes)
+    assert untied.returncode == 0, untied.stderr
+    counts = [json.loads(nmt("info", "--checkpoint", str(r), "--json").stdout)["parameters"]
+              for r in (tmp_path / "untied", run)]
+    assert counts[0] - counts[1] == tied.numel() == tied.size(0) * int(hidden)

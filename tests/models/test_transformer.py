@@ -254,28 +254,6 @@ def test_search_runs_over_the_transformer_through_the_interface():
     assert "Transformer" in describe(ModelConfig(arch="transformer"))
 
 
-def test_tied_embeddings_are_one_matrix_stored_once_and_tied_again_on_loading(corpus, tmp_path):
-    from safetensors.torch import load_file
-
-    from nmt.inference.loading import load_run
-    from nmt.models.build import count_parameters
-
-    tied, untied = _model(3, tie_embeddings=True), _model(3)
-    assert tied.generator.proj.weight is tied.tgt_embedding.weight
-    assert count_parameters(untied) - count_parameters(tied) == VOCAB * 16
-    run = tmp_path / "run"
-    result = nmt("train", "--corpus", str(corpus), "--run-dir", str(run), "--max-steps", "3",
-                 "--arch", "transformer", "--heads", "2", "--ff-size", "16", "--tie-embeddings", *one_size())
-    assert result.returncode == 0, result.stderr
-    stored = load_file(run / "last.safetensors")
-    assert "model.generator.proj.weight" not in stored and "model.tgt_embedding.weight" in stored
-    _, model, _ = load_run(run, torch.device("cpu"))
-    assert model.generator.proj.weight is model.tgt_embedding.weight
-    card = json.loads(nmt("info", "--checkpoint", str(run), "--json").stdout)
-    assert "tied" in card["architecture"] and "counted above" in card["parameters per block"]["generator"]
-    torch.testing.assert_close(model.tgt_embedding.weight, stored["model.tgt_embedding.weight"])
-
-
 def test_the_noam_schedule_warms_up_then_decays_and_a_resumed_run_follows_it(tmp_path, corpus_file):
     from safetensors.torch import load_file
 

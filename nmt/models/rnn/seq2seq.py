@@ -61,6 +61,8 @@ def build(cfg: ModelConfig, pad_id: int, source: PieceMap | None, target: PieceM
     decoder = DECODERS[cfg.decoder](cfg.vocab, cfg.embed_size, cfg.hidden_size, cfg.layers,
                                     cfg.dropout, pad_id, target, cfg.attention)
     model = Seq2Seq(encoder, decoder, Generator(cfg.hidden_size, cfg.vocab, cfg.dropout, output))
+    if cfg.tie_embeddings:  # the generator reads hidden_size: the config checks embed_size equals it
+        model.tie_output_to(decoder.embedding, "decoder.embedding.weight")
     if cfg.init_range:
         _init_uniform(model, cfg.init_range, pad_id)
     return model
@@ -81,4 +83,5 @@ def describe(cfg: ModelConfig) -> str:
     attention = "additive" if cfg.attention == "additive" else "scaled dot-product"
     wiring = "input feeding (Luong)" if cfg.decoder == "input_feeding" else "Bahdanau (d2l)"
     return (f"{cfg.layers}-layer {'bi' if cfg.bidirectional else 'uni'}directional GRU encoder, "
-            f"{cfg.layers}-layer GRU decoder with {attention} attention, {wiring}")
+            f"{cfg.layers}-layer GRU decoder with {attention} attention, {wiring}"
+            + (", tied decoder embeddings" if cfg.tie_embeddings else ""))

@@ -226,25 +226,7 @@ class Transformer(GeneratorOutputs):
                                                 for _ in range(2))
         self.generator = Generator(size, cfg.vocab, cfg.dropout, output)
         if cfg.tie_embeddings:
-            self._tie_output_to_input()
-
-    def _tie_output_to_input(self) -> None:
-        """One (target pieces, size) matrix embeds the decoder's input and scores its output
-        (Press & Wolf 2017). Checkpoints store it once, as the embedding (safetensors keeps no
-        aliases): the output layer's key is left out on saving and filled in on loading."""
-        assert len(self.generator.pieces or []) == len(self.tgt_embedding.pieces or []), "sides differ"
-        self.generator.proj.weight = self.tgt_embedding.weight
-        alias, source = "generator.proj.weight", "tgt_embedding.weight"
-
-        def drop_alias(module: nn.Module, state: dict, prefix: str, metadata: object) -> None:
-            state.pop(prefix + alias, None)
-
-        def fill_alias(module: nn.Module, state: dict, prefix: str, *args: object) -> None:
-            if prefix + source in state:
-                state[prefix + alias] = state[prefix + source]
-
-        self.register_state_dict_post_hook(drop_alias)
-        self.register_load_state_dict_pre_hook(fill_alias)
+            self.tie_output_to(self.tgt_embedding, "tgt_embedding.weight")
 
     def encode(self, src: torch.Tensor, src_len: torch.Tensor) -> TransformerState:
         """:param src: shape (batch, src_len) :param src_len: shape (batch,)"""
