@@ -41,7 +41,7 @@ CONFIGS = {
     "gru": [],
     # the GRU's defaults before they followed the corpus size (the large-corpus values); the
     # Transformer's earlier default is the "best" row of its run (training did not average then)
-    "gru-old": ["--dropout", "0.2", "--source-word-dropout", "0", "--label-smoothing", "0.1"],
+    "gru-old": ["--dropout", "0.2", "--source-word-dropout", "0", "--label-smoothing", "0.1", "--no-tie-embeddings"],
     "gru-v4000": ["--vocab-size", "4000"],
     "gru-v2000": ["--vocab-size", "2000"],
     "transformer-v4000": ["--arch", "transformer", "--vocab-size", "4000"],
@@ -54,9 +54,10 @@ CONFIGS = {
     "gru-v4000-dropout": ["--vocab-size", "4000", "--dropout", "0.3"],
     # Sennrich and Zhang 2019's regularisers together: dropout 0.3, source word dropout 0.1,
     # label smoothing 0.2
-    "gru-regularised": ["--dropout", "0.3", "--source-word-dropout", "0.1", "--label-smoothing", "0.2"],
+    "gru-regularised": ["--dropout", "0.3", "--source-word-dropout", "0.1", "--label-smoothing", "0.2",
+                        "--no-tie-embeddings"],
     # and with the decoder's input and output embeddings tied (Press & Wolf 2017; one of Sennrich
-    # and Zhang 2019's low-resource settings)
+    # and Zhang 2019's low-resource settings), the GRU's default under 50,000 pairs since
     "gru-tied": ["--tie-embeddings"],
     # R-Drop (Liang et al. 2021; alpha 5, the paper's for IWSLT translation) on each family's defaults
     "gru-rdrop": ["--rdrop-alpha", "5"],

@@ -215,6 +215,8 @@ class RunConfig:
         small = pairs < SMALL_CORPUS_PAIRS
         chosen = {key: values[0 if small else 1] for key, values in BY_CORPUS_SIZE[self.model.arch].items()
                   if getattr(getattr(self, _section_of(key)), key) is None}
+        if chosen.get("tie_embeddings") and self.model.embed_size != self.model.hidden_size:
+            chosen["tie_embeddings"] = False  # a GRU's tying needs the output layer's size
         if not chosen:
             return self
         settings = ", ".join(f"{key} {str(value).lower()}" for key, value in chosen.items())

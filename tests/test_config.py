@@ -97,7 +97,7 @@ def test_corpus_sized_settings_follow_the_training_pair_count():
     large = transformer.for_corpus(SMALL_CORPUS_PAIRS)
     assert (large.model.tie_embeddings, large.train.label_smoothing) == (False, 0.1)
     assert "at least" in large.train.by_corpus_size
-    # a value given, in a file or a flag, is kept whatever the size; the GRU has none to choose
+    # a value given, in a file or a flag, is kept whatever the size
     given = build_config({"label_smoothing": 0.3}, {"arch": "transformer", "tie_embeddings": False})
     kept = given.for_corpus(10)
     assert (kept.model.tie_embeddings, kept.train.label_smoothing) == (False, 0.3)
@@ -106,6 +106,11 @@ def test_corpus_sized_settings_follow_the_training_pair_count():
     assert (gru.model.dropout, gru.train.source_word_dropout, gru.train.label_smoothing) == (None, None, None)
     small = gru.for_corpus(SMALL_CORPUS_PAIRS - 1)
     assert (small.model.dropout, small.train.source_word_dropout, small.train.label_smoothing) == (0.3, 0.1, 0.2)
+    assert small.model.tie_embeddings and "tie_embeddings true" in small.train.by_corpus_size
     large = gru.for_corpus(SMALL_CORPUS_PAIRS)
     assert (large.model.dropout, large.train.source_word_dropout, large.train.label_smoothing) == (0.2, 0.0, 0.1)
+    assert large.model.tie_embeddings is False
+    # a GRU ties only where its output layer reads what its embedding holds
+    narrow = build_config({}, {"embed_size": 128}).for_corpus(10)
+    assert narrow.model.tie_embeddings is False and "tie_embeddings false" in narrow.train.by_corpus_size
     assert transformer.for_corpus(10).model.dropout == 0.1  # the Transformer's dropout is not by size
