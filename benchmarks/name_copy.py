@@ -17,8 +17,9 @@ English has one name far above all others, "Tom" (in about a tenth of the pairs,
    of the pairs where both sides hold it equally often. The made-up names are syllables drawn
    at random (seed 7), none a word of the corpus or a test name, each cut into pieces the
    model has rows for on both sides; so the test names are never trained on.
-3. Copying again for both, and ``nmt compare RUN control swapped`` on RUN's own test split:
-   the swap must not cost translation quality elsewhere.
+3. Copying again for both, of the test names and of 87 made-up names of the same kind that
+   training never saw (seed 99), and ``nmt compare RUN control swapped`` on RUN's own test
+   split: the swap must not cost translation quality elsewhere.
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def words_of(pairs: list[list[str]]) -> set[str]:
     return {w for pair in pairs for side in pair for w in re.findall(r"\w+", side)}
 
 
-def made_up_names(count: int, exclude: set[str], run: Path) -> list[str]:
+def made_up_names(count: int, exclude: set[str], run: Path, seed: int = 7) -> list[str]:
     """Capitalised names of 2-3 random syllables that the corpus does not hold, each cut into
     pieces with rows on both sides of ``run``'s model (none may read or come out as <unk>)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -57,7 +58,7 @@ def made_up_names(count: int, exclude: set[str], run: Path) -> list[str]:
     tokenizer = Tokenizer(run / "spm.model")
     data = json.loads((run / "data.json").read_text())
     both = set(data["source_pieces"]) & set(data["target_pieces"])
-    rng, names = random.Random(7), set()
+    rng, names = random.Random(seed), set()
     while len(names) < count:
         name = "".join(rng.choice(ONSETS) + rng.choice(VOWELS) + rng.choice(CODAS)
                        for _ in range(rng.choice((2, 2, 2, 3)))).capitalize()
@@ -66,15 +67,17 @@ def made_up_names(count: int, exclude: set[str], run: Path) -> list[str]:
     return sorted(names)
 
 
-def corpora(corpus: Path, run: Path, work: Path, rate: float) -> tuple[Path, Path, int, int]:
+def corpora(corpus: Path, run: Path, work: Path, rate: float) -> tuple[Path, Path, int, list[str]]:
     """RUN's training pairs (the corpus less its held-out sources) as they are, and with the
-    name swapped; the count of pairs swapped and of made-up names."""
+    name swapped; the count of pairs swapped, and 87 other made-up names, never trained on."""
     plain, swapped = work / "train.tsv", work / "train-swapped.tsv"
     held = {line.split("\t")[0] for name in ("valid.tsv", "test.tsv")
             for line in (run / name).read_text(encoding="utf-8").splitlines()}
     pairs = [line.split("\t")[:2] for line in corpus.read_text(encoding="utf-8").splitlines() if "\t" in line]
     pairs = [p for p in pairs if p[0] not in held]
-    names = made_up_names(2000, words_of(pairs) | set(NAMES), run)
+    corpus_words = words_of(pairs)
+    names = made_up_names(2000, corpus_words | set(NAMES), run)
+    unseen = made_up_names(len(NAMES), corpus_words | set(NAMES) | set(names), run, seed=99)
     rng, count, out = random.Random(8), 0, []
     pattern = re.compile(rf"\b{SWAPPED}\b")
     for src, tgt in pairs:
@@ -86,20 +89,20 @@ def corpora(corpus: Path, run: Path, work: Path, rate: float) -> tuple[Path, Pat
         out.append(f"{src}\t{tgt}\n")
     plain.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
     swapped.write_text("".join(out), encoding="utf-8")
-    return plain, swapped, count, len(names)
+    return plain, swapped, count, unseen
 
 
-def copy_rates(run: Path, work: Path) -> dict[str, float]:
+def copy_rates(run: Path, work: Path, names: list[str], kind: str) -> dict[str, float]:
     """The share of test sentences whose translation holds their name exactly, greedy and beam 5."""
-    src = work / "names.en"
-    sentences = [(t.format(n), n) for t in TEMPLATES for n in NAMES]
+    src = work / f"{kind}.en"
+    sentences = [(t.format(n), n) for t in TEMPLATES for n in names]
     src.write_text("".join(s + "\n" for s, _ in sentences), encoding="utf-8")
     rates = {}
     for beam in (1, 5):
         out = nmt("translate", "--checkpoint", run, "--input", src, "--beam", beam).splitlines()
         assert len(out) == len(sentences), "one translation per sentence"
         rates[f"beam {beam}"] = sum(name in hyp for (_, name), hyp in zip(sentences, out)) / len(sentences)
-        (work / f"{run.name}-names-beam{beam}.fr").write_text("\n".join(out) + "\n", encoding="utf-8")
+        (work / f"{run.name}-{kind}-beam{beam}.fr").write_text("\n".join(out) + "\n", encoding="utf-8")
     return rates
 
 
@@ -120,16 +123,17 @@ def main() -> None:
     for k, f in enumerate(held):
         f.write_text("".join(line.split("\t")[k] + "\n" for line in lines), encoding="utf-8")
     test_src, test_ref = held_out_files(args.run, w)
-    plain, swapped, count, made_up = corpora(args.corpus, args.run, w, args.rate)
-    print(f"{count:,} pairs with {SWAPPED!r} swapped for one of {made_up:,} made-up names")
+    plain, swapped, count, unseen = corpora(args.corpus, args.run, w, args.rate)
+    print(f"{count:,} pairs with {SWAPPED!r} swapped for one of 2,000 made-up names")
     for name, data in (("control", plain), ("swapped", swapped)):
         train(w / name, args.threads, "--init-from", args.run, "--corpus", data, "--max-steps", args.steps,
               "--lr", args.lr, "--valid-src", held[0], "--valid-tgt", held[1], "--test-src", test_src,
               "--test-tgt", test_ref)
     runs = (args.run, w / "control", w / "swapped")
     for run in runs:
-        rates = copy_rates(run, w)
-        print(f"{run.name:<12} names copied: " + ", ".join(f"{k} {v:.1%}" for k, v in rates.items()))
+        for names, kind in ((NAMES, "test"), (unseen, "made-up")):
+            rates = copy_rates(run, w, names, kind)
+            print(f"{run.name:<12} {kind} names copied: " + ", ".join(f"{k} {v:.1%}" for k, v in rates.items()))
     print_comparison(compare("fine-tuning with swapped names", *runs, "--src", test_src, "--ref", test_ref))
 
 
