@@ -2,11 +2,12 @@
 name is swapped for made-up names teach the model to copy them?
 
     python benchmarks/name_copy.py --run RUN --corpus ../shared/data/fra-eng/fra.txt --work /tmp/names
-                                   [--steps 600] [--rate 0.5] [--threads 0]
+                                   [--steps 600] [--rate 0.5] [--threads 0] [--others RUN ...]
 
-RUN is a trained English→French run on fra-eng (e.g. ``nmt train``'s default GRU). Tatoeba's
-English has one name far above all others, "Tom" (in about a tenth of the pairs, copied as
-"Tom" in French), and few others; so the model may learn to copy "Tom", not to copy names.
+RUN is a trained English→French run on fra-eng (e.g. ``nmt train``'s default GRU); ``--others``
+measures the copying of other runs too. Tatoeba's English has one name far above all others,
+"Tom" (in about a tenth of the pairs, copied as "Tom" in French), and few others; so the
+model may learn to copy "Tom", not to copy names.
 
 1. Copying: 87 common first names that fra.txt never holds, each in three sentences ("Tom
    chases NAME.", "NAME is here.", "I saw NAME yesterday."), translated greedy and with beam 5;
@@ -115,6 +116,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=0.5)
     parser.add_argument("--lr", default="5e-4")
     parser.add_argument("--threads", default="0", help="nmt train --threads")
+    parser.add_argument("--others", type=Path, nargs="*", default=[],
+                        help="other runs whose copying to measure too (e.g. a Transformer)")
     args = parser.parse_args()
     w = args.work
     w.mkdir(parents=True, exist_ok=True)
@@ -130,7 +133,7 @@ def main() -> None:
               "--lr", args.lr, "--valid-src", held[0], "--valid-tgt", held[1], "--test-src", test_src,
               "--test-tgt", test_ref)
     runs = (args.run, w / "control", w / "swapped")
-    for run in runs:
+    for run in (*runs, *args.others):
         for names, kind in ((NAMES, "test"), (unseen, "made-up")):
             rates = copy_rates(run, w, names, kind)
             print(f"{run.name:<12} {kind} names copied: " + ", ".join(f"{k} {v:.1%}" for k, v in rates.items()))
