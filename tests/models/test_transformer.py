@@ -4,9 +4,7 @@ import json
 
 import pytest
 import torch
-from conftest import nmt
 from test_search import STREAM, assert_one_stream_finds_what_each_batch_finds_alone
-from test_transformer_cli import one_size
 
 from nmt.config import ModelConfig
 from nmt.data.batching import Batch, make_batch
