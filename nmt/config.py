@@ -142,8 +142,8 @@ class TrainConfig:
     #                                          masking); None: by the training-pair count (BY_CORPUS_SIZE)
     # R-Drop (Liang et al. 2021): each training batch runs twice, through other dropout masks,
     # and the two output distributions' symmetric KL divergence, times alpha / 4, joins the loss
-    # (0: off; a step costs about twice as much)
-    rdrop_alpha: float = 0.0
+    # (0: off; a step costs about twice as much); None: by the training-pair count (BY_CORPUS_SIZE)
+    rdrop_alpha: float | None = 0.0
     valid_every: int = 0  # steps between validations; 0 = once per epoch
     valid_bleu_size: int = 1000  # validation sentences decoded for BLEU
     patience: int | None = None  # validations without a better BLEU before stopping; 0 = never;
@@ -311,7 +311,7 @@ class RunConfig:
         check(t.subword_alpha is None or 0 <= t.subword_alpha <= 1, "subword_alpha", t.subword_alpha,
               "must be in [0, 1] (0: off)")
         check(t.source_word_dropout is None or 0 <= t.source_word_dropout < 1, "source_word_dropout", t.source_word_dropout, "must be in [0, 1)")
-        check(t.rdrop_alpha >= 0, "rdrop_alpha", t.rdrop_alpha, "must be >= 0 (0: off)")
+        check(t.rdrop_alpha is None or t.rdrop_alpha >= 0, "rdrop_alpha", t.rdrop_alpha, "must be >= 0 (0: off)")
         check(t.subword_nbest == -1 or t.subword_nbest >= 2, "subword_nbest", t.subword_nbest,
               "must be at least 2")
         choice(t, "kernels", ("fast", "reference"))

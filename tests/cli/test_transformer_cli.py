@@ -55,10 +55,12 @@ def test_info_names_the_architecture_and_counts_parameters_per_block(transformer
 def test_a_small_corpus_gets_the_small_corpus_settings_and_info_says_so(transformer_run):
     card = json.loads(nmt("info", "--checkpoint", str(transformer_run), "--json").stdout)
     assert "tied decoder embeddings" in card["architecture"]
-    assert card["training"]["set by corpus size"].startswith("tie_embeddings true, label_smoothing 0.2 (")
+    assert card["training"]["set by corpus size"].startswith("tie_embeddings true, label_smoothing 0.2, "
+                                                            "rdrop_alpha 5.0 (")
     assert "training pairs, under 50,000" in card["training"]["set by corpus size"]
+    assert card["training"]["R-Drop alpha"] == 5.0
     saved = (transformer_run / "config.yaml").read_text()
-    assert "tie_embeddings: true" in saved and "label_smoothing: 0.2" in saved
+    assert "tie_embeddings: true" in saved and "label_smoothing: 0.2" in saved and "rdrop_alpha: 5.0" in saved
 
 
 @pytest.mark.parametrize("kind", ["cross", "encoder", "decoder"])
