@@ -69,6 +69,8 @@ CONFIGS = {
     # half the batch, twice the updates an epoch (Sennrich and Zhang 2019 trained small corpora
     # on small batches)
     "gru-b64": ["--batch-size", "64"],
+    # twice the width (embeddings and hidden state; tying needs them equal): 12.3 M parameters, not 4.3 M
+    "gru-h512": ["--embed-size", "512", "--hidden-size", "512"],
     "transformer-rdrop": ["--arch", "transformer", "--rdrop-alpha", "5"],
     # the narrow, deeper Transformer published runs of this corpus size use
     "transformer-4x128": [*TRANSFORMER, "--layers", "4", "--embed-size", "128", "--hidden-size", "128",
