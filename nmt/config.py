@@ -89,8 +89,8 @@ class ModelConfig:
     """Sizes of the encoder-decoder."""
 
     arch: str = "gru"  # or "transformer" (nmt/models/transformer/)
-    embed_size: int = 256
-    hidden_size: int = 256
+    embed_size: int | None = 256  # None: by the training-pair count (BY_CORPUS_SIZE), as hidden_size
+    hidden_size: int | None = 256
     layers: int = 2
     bidirectional: bool = True  # each direction gets hidden_size // 2 units, concatenated
     dropout: float | None = 0.2  # None: by the training-pair count (BY_CORPUS_SIZE)
@@ -215,7 +215,11 @@ class RunConfig:
         small = pairs < SMALL_CORPUS_PAIRS
         chosen = {key: values[0 if small else 1] for key, values in BY_CORPUS_SIZE[self.model.arch].items()
                   if getattr(getattr(self, _section_of(key)), key) is None}
-        if chosen.get("tie_embeddings") and self.model.embed_size != self.model.hidden_size:
+        m = self.model
+        embed, hidden = (chosen.get(key, getattr(m, key)) for key in ("embed_size", "hidden_size"))
+        if embed != hidden and m.tie_embeddings:  # asked to tie: the size left out follows the one given
+            chosen.update({key: m.embed_size or m.hidden_size for key in ("embed_size", "hidden_size") if key in chosen})
+        elif embed != hidden and chosen.get("tie_embeddings"):
             chosen["tie_embeddings"] = False  # a GRU's tying needs the output layer's size
         if not chosen:
             return self
@@ -268,12 +272,14 @@ class RunConfig:
         m = self.model
         for name in ("embed_size", "hidden_size", "layers"):
             at_least(m, name, 1)
-        check(not m.bidirectional or m.hidden_size % 2 == 0, "hidden_size", m.hidden_size,
+        check(not m.bidirectional or (m.hidden_size or 0) % 2 == 0, "hidden_size", m.hidden_size,
                "a bidirectional encoder needs an even size")
         check(m.dropout is None or 0 <= m.dropout < 1, "dropout", m.dropout, "must be in [0, 1)")
         choice(m, "decoder", ("input_feeding", "bahdanau"))
         choice(m, "arch", ("gru", "transformer"))
         if m.arch == "transformer":
+            check(m.hidden_size is not None, "hidden_size", None, "a transformer's size does not follow the "
+                  "corpus size: give one")
             check(m.embed_size == m.hidden_size, "embed_size", m.embed_size,
                    f"a transformer has one size, d_model: it must equal {{hidden_size}} ({m.hidden_size})",
                    ("hidden_size",))
@@ -283,7 +289,8 @@ class RunConfig:
             check(m.hidden_size % 2 == 0, "hidden_size", m.hidden_size, "a transformer needs an even size")
             at_least(m, "ff_size", 1)
         choice(m, "norm", ("pre", "post"))
-        check(not m.tie_embeddings or m.embed_size == m.hidden_size, "tie_embeddings", None,
+        check(not m.tie_embeddings or None in (m.embed_size, m.hidden_size) or m.embed_size == m.hidden_size,
+              "tie_embeddings", None,
                f"the output layer reads {{hidden_size}} ({m.hidden_size}) values: tying needs "
                f"{{embed_size}} ({m.embed_size}) equal to it", ("hidden_size", "embed_size"))
         choice(m, "attention", ("additive", "dot"))

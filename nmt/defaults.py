@@ -23,14 +23,17 @@ DEFAULT_MAX_EPOCHS = 50
 # the GRU's regularisers (Sennrich and Zhang 2019) gained 1.2 / 1.6 on 30,000 English→French
 # pairs and 1.0 / 1.9 French→English (docs/small-corpus.md,
 # "Screening, English→French: vocabulary, sampling, word dropout"), tying its decoder's
-# embeddings 0.7 / 0.1 and 0.6 / 0.4 more ("The GRU's tied embeddings"); none was measured on
-# more, where the earlier values stay (a GRU ties only when its embed and hidden sizes are equal). None in a config stands for "by corpus size" until nmt
-# train has counted the pairs (nmt.config.RunConfig.for_corpus); the config dataclasses' own
-# defaults are the large-corpus values.
+# embeddings 0.7 / 0.1 and 0.6 / 0.4 more ("The GRU's tied embeddings"), and a width of 512
+# 0.6 / 0.7 and 1.7 / 1.0 more, for three times the training time (docs/gru-width.md, "Until
+# patience, both directions"); none was measured on more, where the earlier values stay. A GRU
+# ties by default only where its two sizes come out equal; told to tie, a size left out follows
+# the one given. None in a config stands for "by corpus size" until nmt train has counted the
+# pairs (nmt.config.RunConfig.for_corpus); the config dataclasses' own defaults are the
+# large-corpus values.
 SMALL_CORPUS_PAIRS = 50_000
 BY_CORPUS_SIZE: dict[str, dict[str, tuple[Any, Any]]] = {
     "gru": {"dropout": (0.3, 0.2), "source_word_dropout": (0.1, 0.0), "label_smoothing": (0.2, 0.1),
-            "tie_embeddings": (True, False)},
+            "tie_embeddings": (True, False), "embed_size": (512, 256), "hidden_size": (512, 256)},
     "transformer": {"tie_embeddings": (True, False), "label_smoothing": (0.2, 0.1), "rdrop_alpha": (5.0, 0.0)},
 }
 
@@ -38,6 +41,7 @@ BY_CORPUS_SIZE: dict[str, dict[str, tuple[Any, Any]]] = {
 # (docs/choices.md). A config built for the CLI or a YAML file starts from these.
 ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
     "gru": dict.fromkeys(BY_CORPUS_SIZE["gru"]),
-    "transformer": {"dropout": 0.1, "source_word_dropout": 0.0, "schedule": "noam", "warmup_steps": 400,
-                    "lr": 1e-3, "max_pass_pieces": 4500, **dict.fromkeys(BY_CORPUS_SIZE["transformer"])},
+    "transformer": {"embed_size": 256, "hidden_size": 256, "dropout": 0.1, "source_word_dropout": 0.0,
+                    "schedule": "noam", "warmup_steps": 400, "lr": 1e-3, "max_pass_pieces": 4500,
+                    **dict.fromkeys(BY_CORPUS_SIZE["transformer"])},
 }

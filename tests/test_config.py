@@ -8,7 +8,7 @@ def test_flags_override_file_override_defaults(tmp_path):
     path.write_text("hidden-size: 64\nlr: 0.01\ntrain:\n  seed: 7\n")
     cfg = build_config(load_config_file(path), {"lr": 0.5})
     assert (cfg.model.hidden_size, cfg.train.lr, cfg.train.seed) == (64, 0.5, 7)
-    assert cfg.model.embed_size == RunConfig().model.embed_size
+    assert cfg.model.embed_size is None  # a GRU's width not given follows the corpus size
 
 
 def test_unknown_key_lists_valid_keys(tmp_path):
@@ -108,10 +108,16 @@ def test_corpus_sized_settings_follow_the_training_pair_count():
     small = gru.for_corpus(SMALL_CORPUS_PAIRS - 1)
     assert (small.model.dropout, small.train.source_word_dropout, small.train.label_smoothing) == (0.3, 0.1, 0.2)
     assert small.model.tie_embeddings and "tie_embeddings true" in small.train.by_corpus_size
+    assert (small.model.embed_size, small.model.hidden_size) == (512, 512)
     large = gru.for_corpus(SMALL_CORPUS_PAIRS)
     assert (large.model.dropout, large.train.source_word_dropout, large.train.label_smoothing) == (0.2, 0.0, 0.1)
-    assert large.model.tie_embeddings is False
+    assert (large.model.tie_embeddings, large.model.embed_size, large.model.hidden_size) == (False, 256, 256)
     # a GRU ties only where its output layer reads what its embedding holds
     narrow = build_config({}, {"embed_size": 128}).for_corpus(10)
+    assert (narrow.model.embed_size, narrow.model.hidden_size) == (128, 512)
     assert narrow.model.tie_embeddings is False and "tie_embeddings false" in narrow.train.by_corpus_size
+    told = build_config({}, {"hidden_size": 384, "tie_embeddings": True}).for_corpus(10)  # told to tie:
+    assert (told.model.embed_size, told.model.hidden_size, told.model.tie_embeddings) == (384, 384, True)  # follows
+    with pytest.raises(ConfigError, match="a transformer's size does not follow the corpus size"):
+        build_config({}, {"arch": "transformer", "hidden_size": None})
     assert transformer.for_corpus(10).model.dropout == 0.1  # the Transformer's dropout is not by size

@@ -206,7 +206,7 @@ def test_settings_that_quietly_go_wrong_are_warned_about_by_flag(corpus, tmp_pat
     (["--arch", "transformer", "--heads", "0"], "--heads 0: must be >= 1"),
     (["--arch", "transformer", "--hidden-size", "30", "--embed-size", "30", "--heads", "4"],
      "--hidden-size 30: must be a multiple of --heads (4)"),
-    (["--tie-embeddings", "--embed-size", "128"],
+    (["--tie-embeddings", "--embed-size", "128", "--hidden-size", "256"],
      "--tie-embeddings: the output layer reads --hidden-size (256) values: tying needs --embed-size (128) equal to it"),
 ])
 def test_config_errors_name_the_flags_typed(tmp_path, args, message):

@@ -130,6 +130,23 @@ def test_a_config_cannot_set_what_train_records(tmp_path):
     assert "data_sha256" not in result.stderr and "by_corpus_size" not in result.stderr
 
 
+def test_a_small_corpus_widens_the_gru_and_info_says_so(tmp_path):
+    """Under 50,000 pairs a GRU whose sizes are not given is 512 wide, tied (docs/gru-width.md);
+    told to tie, a size not given follows the one given instead."""
+    corpus = write_tsv(tmp_path / "c.tsv", make_pairs(80, seed=5))
+    sized = ("--embed-size", "--hidden-size")
+    unsized = [a for k, a in enumerate(TINY) if a not in sized and TINY[k - 1] not in sized]
+    cards = {}
+    for name, flags in (("wide", []), ("told", ["--hidden-size", "16", "--tie-embeddings"])):
+        result = nmt("train", "--corpus", corpus, "--run-dir", tmp_path / name, *unsized, *flags, "--max-steps", "1")
+        assert result.returncode == 0, result.stderr
+        cards[name] = json.loads(nmt("info", "--checkpoint", tmp_path / name, "--json").stdout)
+        assert "tied decoder embeddings" in cards[name]["architecture"]
+    assert (cards["wide"]["sizes"]["embed"], cards["wide"]["sizes"]["hidden"]) == (512, 512)
+    assert "embed_size 512, hidden_size 512 (" in cards["wide"]["training"]["set by corpus size"]
+    assert (cards["told"]["sizes"]["embed"], cards["told"]["sizes"]["hidden"]) == (16, 16)
+
+
 def test_info_on_a_run_training_now_says_so(tiny_run, tmp_path):
     """While a process holds the run's lock, info says it is training, with its latest
     validation's step, instead of None and 'stopped by unknown'; once the lock goes, as before."""
