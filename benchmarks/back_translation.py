@@ -78,11 +78,11 @@ def prepare(work: Path, name: str, corpus: list, reverse: bool = False) -> Path:
 def train(data: Path, run: Path, args: argparse.Namespace) -> Path:
     if not (run / "run.json").exists():
         steps = ["--max-steps", str(args.max_steps)] if args.max_steps else []
-        # without R-Drop for every run: the runs with synthetic pairs have over 50,000, where it
-        # is off by default, and a baseline with it would compare regularisers, not data
+        # without R-Drop and at width 256 for every run: the runs with synthetic pairs have over
+        # 50,000, where those are the defaults, and a baseline otherwise would compare models, not data
         nmt("train", "--data", str(data), "--run-dir", str(run), "--arch", args.arch, "--patience",
             str(args.patience), "--max-minutes", str(args.max_minutes), *steps, "--threads", args.threads,
-            "--rdrop-alpha", "0")
+            "--rdrop-alpha", "0", "--embed-size", "256", "--hidden-size", "256")
         print(f"trained {run.name}", flush=True)
     return run
 

@@ -41,35 +41,39 @@ AVERAGED = 5  # checkpoints in an average, as docs/after-training.md measured
 # the Transformer's defaults when issue 50 was filed (before R-Drop), on which its screening ran
 TRANSFORMER = ["--arch", "transformer", "--rdrop-alpha", "0"]
 OLD = ["--no-tie-embeddings", "--label-smoothing", "0.1"]  # a Transformer's settings from 50,000 pairs on
+# the GRU's width before it followed the corpus size (docs/gru-width.md), on which its screening ran
+W256 = ["--embed-size", "256", "--hidden-size", "256"]
 # Each configuration's flags; those of nmt prepare (PREPARE_FLAGS) go to its prepared data
 CONFIGS = {
-    "gru": [],
+    "gru": [],  # under 50,000 pairs: 512 wide, tied, dropout 0.3, word dropout 0.1, smoothing 0.2
     # the GRU's defaults before they followed the corpus size (the large-corpus values); each
     # family's earlier defaults are scored on their best weights (training did not average then)
-    "gru-old": ["--dropout", "0.2", "--source-word-dropout", "0", "--label-smoothing", "0.1", "--no-tie-embeddings"],
-    "gru-v4000": ["--vocab-size", "4000"],
-    "gru-v2000": ["--vocab-size", "2000"],
+    "gru-old": [*W256, "--dropout", "0.2", "--source-word-dropout", "0", "--label-smoothing", "0.1",
+                "--no-tie-embeddings"],
+    "gru-v4000": [*W256, "--vocab-size", "4000"],
+    "gru-v2000": [*W256, "--vocab-size", "2000"],
     "transformer-v4000": [*TRANSFORMER, "--vocab-size", "4000"],
     # subword sampling (Kudo 2018) from the whole lattice
-    "gru-v4000-sampled": ["--vocab-size", "4000", "--subword-alpha", "0.2"],
-    "gru-v4000-a0.5": ["--vocab-size", "4000", "--subword-alpha", "0.5"],
+    "gru-v4000-sampled": [*W256, "--vocab-size", "4000", "--subword-alpha", "0.2"],
+    "gru-v4000-a0.5": [*W256, "--vocab-size", "4000", "--subword-alpha", "0.5"],
     "transformer-v4000-sampled": [*TRANSFORMER, "--vocab-size", "4000", "--subword-alpha", "0.2"],
     # source word dropout as token masking (Sennrich and Zhang 2019), and the GRU's dropout
-    "gru-v4000-worddrop": ["--vocab-size", "4000", "--source-word-dropout", "0.1"],
-    "gru-v4000-dropout": ["--vocab-size", "4000", "--dropout", "0.3"],
+    "gru-v4000-worddrop": [*W256, "--vocab-size", "4000", "--source-word-dropout", "0.1"],
+    "gru-v4000-dropout": [*W256, "--vocab-size", "4000", "--dropout", "0.3"],
     # Sennrich and Zhang 2019's regularisers together: dropout 0.3, source word dropout 0.1,
     # label smoothing 0.2
-    "gru-regularised": ["--dropout", "0.3", "--source-word-dropout", "0.1", "--label-smoothing", "0.2",
+    "gru-regularised": [*W256, "--dropout", "0.3", "--source-word-dropout", "0.1", "--label-smoothing", "0.2",
                         "--no-tie-embeddings"],
     # and with the decoder's input and output embeddings tied (Press & Wolf 2017; one of Sennrich
     # and Zhang 2019's low-resource settings), the GRU's default under 50,000 pairs since
-    "gru-tied": ["--tie-embeddings"],
+    "gru-tied": [*W256, "--tie-embeddings"],
     # R-Drop (Liang et al. 2021; alpha 5, the paper's for IWSLT translation) on each family's defaults
-    "gru-rdrop": ["--rdrop-alpha", "5"],
+    "gru-rdrop": [*W256, "--rdrop-alpha", "5"],
     # half the batch, twice the updates an epoch (Sennrich and Zhang 2019 trained small corpora
     # on small batches)
-    "gru-b64": ["--batch-size", "64"],
-    # twice the width (embeddings and hidden state; tying needs them equal): 12.3 M parameters, not 4.3 M
+    "gru-b64": [*W256, "--batch-size", "64"],
+    # twice the width (embeddings and hidden state; tying needs them equal): 12.3 M parameters, not
+    # 4.3 M; the GRU's default under 50,000 pairs since
     "gru-h512": ["--embed-size", "512", "--hidden-size", "512"],
     "transformer-rdrop": ["--arch", "transformer", "--rdrop-alpha", "5"],
     # the narrow, deeper Transformer published runs of this corpus size use
