@@ -76,6 +76,8 @@ CONFIGS = {
     # 4.3 M; the GRU's default under 50,000 pairs since
     "gru-h512": ["--embed-size", "512", "--hidden-size", "512"],
     "transformer-rdrop": ["--arch", "transformer", "--rdrop-alpha", "5"],
+    # and at R-Drop's paper's dropout for IWSLT (0.3): the two passes' masks differ more
+    "transformer-rdrop-d0.3": ["--arch", "transformer", "--rdrop-alpha", "5", "--dropout", "0.3"],
     # the narrow, deeper Transformer published runs of this corpus size use
     "transformer-4x128": [*TRANSFORMER, "--layers", "4", "--embed-size", "128", "--hidden-size", "128",
                           "--ff-size", "512"],
