@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from nmt.defaults import ARCH_DEFAULTS, BY_CORPUS_SIZE, DEFAULT_MAX_EPOCHS, DEFAULT_PATIENCE, SMALL_CORPUS_PAIRS
+from nmt.defaults import ARCH_DEFAULTS, BY_CORPUS_SIZE, DEFAULT_MAX_EPOCHS, DEFAULT_PATIENCE, choose_by_corpus_size
 from nmt.errors import ConfigError
 from nmt.setting_checks import at_least, check, check_corpora, check_type, choice
 from nmt.yaml_file import read_yaml_file
@@ -211,22 +211,11 @@ class RunConfig:
 
     def for_corpus(self, pairs: int) -> RunConfig:
         """This config with each setting left to the corpus size (None) chosen for ``pairs``
-        training pairs, and what was chosen recorded in ``by_corpus_size``."""
-        small = pairs < SMALL_CORPUS_PAIRS
-        chosen = {key: values[0 if small else 1] for key, values in BY_CORPUS_SIZE[self.model.arch].items()
-                  if getattr(getattr(self, _section_of(key)), key) is None}
-        m = self.model
-        embed, hidden = (chosen.get(key, getattr(m, key)) for key in ("embed_size", "hidden_size"))
-        if embed != hidden and m.tie_embeddings:  # asked to tie: the size left out follows the one given
-            chosen.update({key: m.embed_size or m.hidden_size for key in ("embed_size", "hidden_size") if key in chosen})
-        elif embed != hidden and chosen.get("tie_embeddings"):
-            chosen["tie_embeddings"] = False  # a GRU's tying needs the output layer's size
-        if not chosen:
-            return self
-        settings = ", ".join(f"{key} {str(value).lower()}" for key, value in chosen.items())
-        side = "under" if small else "at least"
-        return self.replace(**chosen, by_corpus_size=f"{settings} ({pairs:,} training pairs, {side} "
-                                                     f"{SMALL_CORPUS_PAIRS:,})")
+        training pairs (:func:`nmt.defaults.choose_by_corpus_size`), recorded in ``by_corpus_size``."""
+        keys = (*BY_CORPUS_SIZE[self.model.arch], "embed_size", "hidden_size", "tie_embeddings")
+        current = {key: getattr(getattr(self, _section_of(key)), key) for key in keys}
+        chosen, words = choose_by_corpus_size(self.model.arch, current, pairs)
+        return self.replace(**chosen, by_corpus_size=words) if chosen else self
 
     def replace(self, **flat: Any) -> RunConfig:
         """Return a copy with flat keys (``hidden_size=512``) replaced, validated."""

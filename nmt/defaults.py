@@ -28,8 +28,7 @@ DEFAULT_MAX_EPOCHS = 50
 # patience, both directions"); none was measured on more, where the earlier values stay. A GRU
 # ties by default only where its two sizes come out equal; told to tie, a size left out follows
 # the one given. None in a config stands for "by corpus size" until nmt train has counted the
-# pairs (nmt.config.RunConfig.for_corpus); the config dataclasses' own defaults are the
-# large-corpus values.
+# pairs (choose_by_corpus_size); the config dataclasses' own defaults are the large-corpus values.
 SMALL_CORPUS_PAIRS = 50_000
 BY_CORPUS_SIZE: dict[str, dict[str, tuple[Any, Any]]] = {
     "gru": {"dropout": (0.3, 0.2), "source_word_dropout": (0.1, 0.0), "label_smoothing": (0.2, 0.1),
@@ -45,3 +44,22 @@ ARCH_DEFAULTS: dict[str, dict[str, Any]] = {
                     "schedule": "noam", "warmup_steps": 400, "lr": 1e-3, "max_pass_pieces": 4500,
                     **dict.fromkeys(BY_CORPUS_SIZE["transformer"])},
 }
+
+
+def choose_by_corpus_size(arch: str, current: dict[str, Any], pairs: int) -> tuple[dict[str, Any], str]:
+    """The settings of ``current`` (every key of ``BY_CORPUS_SIZE[arch]``, the model's two sizes
+    and its tying) left to the corpus size, None, chosen for ``pairs`` training pairs; and the
+    choice in words, as ``nmt train`` logs it. A GRU's tying needs its output layer's size: told
+    to tie, a size left out follows the one given; tying left to the size is dropped where the
+    sizes come out unequal."""
+    small = pairs < SMALL_CORPUS_PAIRS
+    chosen = {key: values[0 if small else 1] for key, values in BY_CORPUS_SIZE[arch].items() if current[key] is None}
+    embed, hidden = (chosen.get(key, current[key]) for key in ("embed_size", "hidden_size"))
+    if embed != hidden and current["tie_embeddings"]:
+        given = current["embed_size"] or current["hidden_size"]
+        chosen.update({key: given for key in ("embed_size", "hidden_size") if key in chosen})
+    elif embed != hidden and chosen.get("tie_embeddings"):
+        chosen["tie_embeddings"] = False
+    settings = ", ".join(f"{key} {str(value).lower()}" for key, value in chosen.items())
+    side = "under" if small else "at least"
+    return chosen, f"{settings} ({pairs:,} training pairs, {side} {SMALL_CORPUS_PAIRS:,})"

@@ -1,6 +1,6 @@
 import pytest
 
-from nmt.config import ConfigError, RunConfig, build_config, load_config_file, read_run_config, save_config
+from nmt.config import ConfigError, build_config, load_config_file, read_run_config, save_config
 
 
 def test_flags_override_file_override_defaults(tmp_path):
