@@ -1,6 +1,7 @@
 """Per-call time of a decoding step's kernels on CPU: linear layers as ``F.linear`` computes
 them against weights packed once for oneDNN (``nmt/inference/packed.py``), and attention as
-explicit float32 products against torch's fused kernel.
+explicit float32 products against torch's fused kernel, and beam search's choice of
+continuations (``nmt/inference/argmax.py``'s ``beam_topk`` against the full sum's top-k).
 
     python benchmarks/decoding_kernels.py [--threads 2] [--calls 500]
 
@@ -17,6 +18,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from nmt.inference.argmax import beam_topk, row_topk
 from nmt.inference.packed import PackedLinear, packing_available
 from nmt.models.attention import float32_scaled_dot_product
 
@@ -66,6 +68,20 @@ def attention(calls: int) -> None:
                       f"{cast:6.1f} / {explicit:6.1f} / {fused:6.1f}")
 
 
+def beam_choice(calls: int) -> None:
+    print("beam 5's choice of 10 candidates a sentence, us per call:\n"
+          "  the log-softmax before it / the full sum, then its top-k / the top-k without the sum")
+    for sentences in (16, 128):
+        for vocab in (5648, 8000):
+            log_probs = torch.log_softmax(3 * torch.randn(sentences * 5, vocab), dim=1)
+            scores = -10 * torch.rand(sentences, 5)
+            softmax = per_call_us(lambda: torch.log_softmax(log_probs, dim=1), calls)
+            summed = per_call_us(lambda: row_topk((scores.view(-1, 1) + log_probs).view(sentences, -1), 10),
+                                 calls)
+            print(f"  {sentences:3d} sentences x 5 beams, {vocab} pieces: "
+                  f"{softmax:7.1f} / {summed:7.1f} / {per_call_us(lambda: beam_topk(log_probs, scores, 10), calls):7.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -77,6 +93,7 @@ def main() -> None:
             if packing_available(dtype):
                 linears(dtype, args.calls)
         attention(args.calls)
+        beam_choice(args.calls)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Exact top-k and argmax for decoding, faster on CPU than PyTorch's own.
 
 - :func:`row_topk`: ``topk``/``max`` over rows as wide as a vocabulary, searched block-wise.
+- :func:`beam_topk`: beam search's best continuations, without the sum of every beam's score
+  and every piece's log-probability.
 - :class:`LinearArgmax`: the argmax of a linear layer's outputs from an int8 first pass,
   certified exact, so greedy search picks the pieces it would pick in float32.
 """
@@ -30,10 +32,7 @@ def row_topk(scores: torch.Tensor, k: int, block: int = 64,
     rows, columns = scores.shape
     if kernels != "fast" or scores.device.type != "cpu" or rows < 8 or columns < 4 * k * block:
         return scores.max(dim=1, keepdim=True) if k == 1 else scores.topk(k, dim=1)
-    whole = columns // block
-    block_max = scores[:, :whole * block].view(rows, whole, block).amax(dim=2)  # (rows, whole)
-    if whole * block < columns:
-        block_max = torch.cat([block_max, scores[:, whole * block:].amax(dim=1, keepdim=True)], dim=1)
+    block_max = _block_max(scores, block)  # (rows, blocks)
     # k == 1 keeps max's rule for ties (the first block, then the first column in it).
     starts = (block_max.max(dim=1).indices.unsqueeze(1) if k == 1
               else block_max.topk(k, dim=1).indices) * block  # (rows, k)
@@ -45,6 +44,47 @@ def row_topk(scores: torch.Tensor, k: int, block: int = 64,
     else:
         best, where = values.topk(k, dim=1)
     return best, cols.gather(1, where)
+
+
+def beam_topk(log_probs: torch.Tensor, scores: torch.Tensor, k: int, block: int = 64,
+              kernels: str = "fast") -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scores + log_probs)``, viewed as (sentences, width * vocab), then ``topk(k, dim=1)``:
+    each sentence's ``k`` best continuations of its beams, without building that sum.
+
+    A beam's score shifts its whole row of log-probabilities, and so its blocks' maxima: the k
+    best sums lie in the k blocks (``block`` columns of one row) whose maxima plus their beam's
+    score are best, and only those blocks are summed and searched, as :func:`row_topk` does.
+    The sums are the very floats of the full sum, so the result is the same (up to the order of
+    equal scores); the full sum was a pass as costly as the top-k.
+
+    :param log_probs: shape (sentences * width, vocab) :param scores: shape (sentences, width)
+    :return: values, and indices into width * vocab; shape (sentences, k), best first
+    """
+    n, width = scores.shape
+    rows, vocab = log_probs.shape
+    if kernels != "fast" or log_probs.device.type != "cpu" or n < 8 or vocab < 4 * k * block:
+        return row_topk((scores.view(rows, 1) + log_probs).view(n, width * vocab), k, block, kernels)
+    block_max = _block_max(log_probs, block) + scores.view(rows, 1)  # (rows, blocks)
+    blocks = block_max.size(1)
+    best = block_max.view(n, width * blocks).topk(k, dim=1).indices  # (n, k)
+    beam = (best // blocks).repeat_interleave(block, dim=1)  # (n, k * block)
+    cols = ((best % blocks * block).unsqueeze(2) + torch.arange(block, device=best.device)).view(n, k * block)
+    past_end = cols >= vocab  # the short last block's missing columns
+    flat = beam * vocab + cols.clamp(max=vocab - 1)
+    values = log_probs.view(n, width * vocab).gather(1, flat) + scores.gather(1, beam)
+    top, where = values.masked_fill_(past_end, float("-inf")).topk(k, dim=1)
+    return top, flat.gather(1, where)
+
+
+def _block_max(scores: torch.Tensor, block: int) -> torch.Tensor:
+    """The maximum of each ``block`` columns of each row, the last block maybe shorter:
+    shape (rows, ceil(columns / block)); ``amax`` is vectorised where ``max`` is not."""
+    rows, columns = scores.shape
+    whole = columns // block
+    block_max = scores[:, :whole * block].view(rows, whole, block).amax(dim=2)
+    if whole * block < columns:
+        block_max = torch.cat([block_max, scores[:, whole * block:].amax(dim=1, keepdim=True)], dim=1)
+    return block_max
 
 
 class LinearArgmax:

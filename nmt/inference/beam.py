@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt.data.tokenizer import BOS_ID, EOS_ID
-from nmt.inference.argmax import row_topk
+from nmt.inference.argmax import beam_topk
 from nmt.inference.search import (Execution, Hypothesis, SourceBatch, check_cancel, gnmt_length_penalty,
                                   rows_to_keep)
 from nmt.inference.settings import SearchOptions
@@ -163,14 +163,13 @@ class _Beams:
         n, k, width, model = len(self.who), rule.k, self.width, rule.model
         output, state, attn = model.step(self.prev, self.state, self.attn is not None)
         log_probs = torch.log_softmax(model.logits(output).float(), dim=-1)
-        vocab = log_probs.size(-1)
-        cand = (self.scores.view(n * width, 1) + log_probs).view(n, width * vocab)
-        top_scores, top = row_topk(cand, 2 * k, kernels=model.kernels)  # (n, 2k), best first
+        vocab, device = log_probs.size(-1), log_probs.device
+        top_scores, top = beam_topk(log_probs, self.scores, 2 * k, kernels=model.kernels)  # (n, 2k), best first
         origin, token = top // vocab, model.piece_ids(top % vocab)
-        rows = torch.arange(n, device=cand.device).unsqueeze(1) * width + origin  # (n, 2k)
+        rows = torch.arange(n, device=device).unsqueeze(1) * width + origin  # (n, 2k)
         is_eos = token == EOS_ID
         last = (self.length + 1 >= self.max_len).unsqueeze(1)  # (n, 1)
-        in_top_k = torch.arange(2 * k, device=cand.device) < k
+        in_top_k = torch.arange(2 * k, device=device) < k
         self._finish((is_eos | last) & in_top_k & ~self.ended.unsqueeze(1), top_scores, rows, token, attn,
                      rule.alpha, found)
         # The first k non-EOS candidates go on (there are at least k of the 2k).
@@ -182,7 +181,7 @@ class _Beams:
         # repeats each row k times; after it, rows move only among their own sentence's beams.
         self.state = state.reorder_beams(keep_rows) if width == k else state.repeat_beams(k)
         self.width = k
-        beams, at = torch.arange(n * k, device=cand.device), self.length.repeat_interleave(k)
+        beams, at = torch.arange(n * k, device=device), self.length.repeat_interleave(k)
         self.tokens = self.tokens[keep_rows]
         self.tokens[beams, at] = self.prev
         if self.attn is not None:

@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from nmt.inference.argmax import LinearArgmax, row_topk
+from nmt.inference.argmax import LinearArgmax, beam_topk, row_topk
 
 needs_fbgemm = pytest.mark.skipif(not LinearArgmax.available(nn.Linear(4, 4)),
                                   reason="this torch has no FBGEMM int8 kernels")
@@ -22,6 +22,20 @@ def test_row_topk_equals_torch_topk():
         expected = scores.max(dim=1)
         assert torch.equal(values.squeeze(1), expected.values)
         assert torch.equal(indices.squeeze(1), expected.indices)
+
+
+def test_beam_topk_equals_the_topk_of_the_full_sum():
+    torch.manual_seed(0)
+    for sentences, width, vocab in ((9, 1, 5648), (128, 5, 5648), (20, 4, 2560), (12, 5, 3000), (20, 5, 300)):
+        log_probs = torch.log_softmax(3 * torch.randn(sentences * width, vocab), dim=1)
+        scores = -10 * torch.rand(sentences, width)
+        log_probs[0, -1] = 0.0  # the best continuation, in the first beam's short last block
+        scores[0, 0] = 0.0
+        for k in (1, 2, 10):
+            values, indices = beam_topk(log_probs, scores, k)
+            expected = (scores.view(-1, 1) + log_probs).view(sentences, width * vocab).topk(k, dim=1)
+            assert torch.equal(values, expected.values) and torch.equal(indices, expected.indices)
+            assert indices[0, 0] == vocab - 1
 
 
 def _layer(outputs=600, inputs=64, seed=0):
