@@ -36,8 +36,7 @@ def row_topk(scores: torch.Tensor, k: int, block: int = 64,
     # k == 1 keeps max's rule for ties (the first block, then the first column in it).
     starts = (block_max.max(dim=1).indices.unsqueeze(1) if k == 1
               else block_max.topk(k, dim=1).indices) * block  # (rows, k)
-    cols = (starts.unsqueeze(2) + torch.arange(block, device=scores.device)).view(rows, k * block)
-    past_end = cols >= columns  # the short last block's missing columns
+    cols, past_end = _block_columns(starts, block, columns)
     values = scores.gather(1, cols.clamp(max=columns - 1)).masked_fill_(past_end, float("-inf"))
     if k == 1:
         best, where = values.max(dim=1, keepdim=True)
@@ -68,8 +67,7 @@ def beam_topk(log_probs: torch.Tensor, scores: torch.Tensor, k: int, block: int 
     blocks = block_max.size(1)
     best = block_max.view(n, width * blocks).topk(k, dim=1).indices  # (n, k)
     beam = (best // blocks).repeat_interleave(block, dim=1)  # (n, k * block)
-    cols = ((best % blocks * block).unsqueeze(2) + torch.arange(block, device=best.device)).view(n, k * block)
-    past_end = cols >= vocab  # the short last block's missing columns
+    cols, past_end = _block_columns(best % blocks * block, block, vocab)
     flat = beam * vocab + cols.clamp(max=vocab - 1)
     values = log_probs.view(n, width * vocab).gather(1, flat) + scores.gather(1, beam)
     top, where = values.masked_fill_(past_end, float("-inf")).topk(k, dim=1)
@@ -85,6 +83,13 @@ def _block_max(scores: torch.Tensor, block: int) -> torch.Tensor:
     if whole * block < columns:
         block_max = torch.cat([block_max, scores[:, whole * block:].amax(dim=1, keepdim=True)], dim=1)
     return block_max
+
+
+def _block_columns(starts: torch.Tensor, block: int, columns: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The columns of the blocks starting at ``starts`` (rows, k), shape (rows, k * block), and
+    where they lie past the last column (the short last block's missing ones)."""
+    cols = (starts.unsqueeze(2) + torch.arange(block, device=starts.device)).flatten(1)
+    return cols, cols >= columns
 
 
 class LinearArgmax:
