@@ -1,7 +1,9 @@
 """Per-call time of a decoding step's kernels on CPU: linear layers as ``F.linear`` computes
 them against weights packed once for oneDNN (``nmt/inference/packed.py``), and attention as
-explicit float32 products against torch's fused kernel, and beam search's choice of
-continuations (``nmt/inference/argmax.py``'s ``beam_topk`` against the full sum's top-k).
+explicit float32 products against torch's fused kernel, beam search's choice of
+continuations (``nmt/inference/argmax.py``'s ``beam_topk`` against the full sum's top-k), and
+the float32 output layer at odd widths against its copy padded to a multiple of 16
+(``nmt/inference/padded.py``).
 
     python benchmarks/decoding_kernels.py [--threads 2] [--calls 500]
 
@@ -20,6 +22,7 @@ import torch.nn.functional as F
 
 from nmt.inference.argmax import beam_topk, row_topk
 from nmt.inference.packed import PackedLinear, packing_available
+from nmt.inference.padded import PaddedLinear
 from nmt.models.attention import float32_scaled_dot_product
 
 
@@ -82,6 +85,18 @@ def beam_choice(calls: int) -> None:
                   f"{softmax:7.1f} / {summed:7.1f} / {per_call_us(lambda: beam_topk(log_probs, scores, 10), calls):7.1f}")
 
 
+def output_widths(calls: int) -> None:
+    print("the float32 output layer, 256 -> pieces, us per call: F.linear / padded to a multiple of 16")
+    for rows in (16, 128, 640):  # 640: beam 5 of 128 sentences
+        line = f"  {rows:3d} rows:"
+        for pieces in (4153, 5649, 8001):
+            layer = torch.nn.Linear(256, pieces)
+            padded, x = PaddedLinear(layer), torch.randn(rows, 256)
+            plain_us, padded_us = per_call_us(lambda: layer(x), calls), per_call_us(lambda: padded(x), calls)
+            line += f"   {pieces}: {plain_us:7.1f} / {padded_us:7.1f}"
+        print(line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
@@ -94,6 +109,7 @@ def main() -> None:
                 linears(dtype, args.calls)
         attention(args.calls)
         beam_choice(args.calls)
+        output_widths(args.calls)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import torch
 from nmt.errors import NmtError, SettingError
 from nmt.inference.loading import load_run
 from nmt.inference.packed import pack_linears, packing_available
+from nmt.inference.padded import pad_output_layer
 from nmt.models.interface import TranslationModel
 from nmt.runtime.precision import CPU_BF16_ARCHS
 from nmt.runtime.precision import PRECISIONS as FLOAT_PRECISIONS
@@ -79,7 +80,8 @@ def load_for_decoding(run: Path, precision: str, device: torch.device, weights: 
     """A run's model, with the weights called ``weights``, for decoding at ``precision`` on
     ``device`` (from :func:`decoding_device`):
     int8 weights for int8, bfloat16 ones for a Transformer in bf16 on CPU, the float32
-    weights otherwise (autocast does the rest).
+    weights otherwise (autocast does the rest), with the output layer padded in float32 on CPU
+    (:mod:`nmt.inference.padded`).
 
     :return: (model in eval mode, Tokenizer, the precision resolved: fp32, bf16, fp16 or int8)
     """
@@ -94,4 +96,6 @@ def load_for_decoding(run: Path, precision: str, device: torch.device, weights: 
         model = model.to(torch.bfloat16)
         if packing_available(torch.bfloat16):
             model = pack_linears(model)
+    elif resolved == "fp32" and device.type == "cpu":
+        model = pad_output_layer(model)
     return model, tokenizer, resolved
