@@ -2,6 +2,7 @@
 replaces: the same logits up to float32 rounding, so the same translations."""
 import pytest
 import torch
+from conftest import tiny_model
 from test_transformer import _model
 
 from nmt.data.batching import make_batch
@@ -29,8 +30,9 @@ def test_a_padded_layer_gives_the_same_logits(rows, width):
     assert padded.weight is linear.weight and padded.bias is linear.bias
 
 
-def test_a_padded_transformer_decodes_as_the_plain_one():
-    model = _model(tie_embeddings=True)  # 40 outputs: padded to 48
+@pytest.mark.parametrize("family", ["transformer", "gru"])
+def test_a_padded_model_decodes_as_the_plain_one(family):
+    model = _model(tie_embeddings=True) if family == "transformer" else tiny_model(41, tie_embeddings=True)
     plain_keys = set(model.state_dict())
     batch = make_batch([[5, 9, 11, 6], [7, 8], [12, 13, 14, 15, 16]])
     budget = max_output_lengths(batch.src_len, 2.0, 5, cap=20)
@@ -44,7 +46,8 @@ def test_a_padded_transformer_decodes_as_the_plain_one():
         padded = pad_output_layer(model)
         padded_greedy, padded_beam = searches(padded)
     assert isinstance(padded.generator.proj, PaddedLinear)
-    assert padded.generator.proj.weight is padded.tgt_embedding.weight  # still tied
+    embedding = padded.tgt_embedding if family == "transformer" else padded.decoder.embedding
+    assert padded.generator.proj.weight is embedding.weight  # still tied
     assert set(padded.state_dict()) == plain_keys  # the copy is never saved
     assert LinearArgmax.available(padded.generator.proj)
     for found, padded_found in ((greedy, padded_greedy), (beam, padded_beam)):
