@@ -3,8 +3,9 @@
 MKL's float32 product runs at about half its speed when the output's width is not a multiple
 of 16: 640 rows (beam 5 of 128 sentences) through 256 -> 4,153 took 26-30 ms, through 256 ->
 4,160 15 ms (docs/performance.md, "The output layer's width"). The padded copy's extra rows
-are zeros and its product's first columns are the same floats, so a view of them is the
-logits and nothing downstream sees the padding. Decoding only: the copy is neither trained
+are zeros and its product's first columns are the layer's logits, up to float32 rounding
+(MKL sums some shapes in another order): a view of them, so nothing downstream sees the
+padding. Decoding only: the copy is neither trained
 nor saved, and it is built once, from the weights as loaded.
 """
 from __future__ import annotations
