@@ -14,8 +14,6 @@ import warnings
 import torch
 from torch import nn
 
-from nmt.inference.padded import PaddedLinear
-
 
 def row_topk(scores: torch.Tensor, k: int, block: int = 64,
              kernels: str = "fast") -> tuple[torch.Tensor, torch.Tensor]:
@@ -137,7 +135,7 @@ class LinearArgmax:
     def available(layer: nn.Module) -> bool:
         """Whether ``layer`` is a float32 CPU linear layer with finite weights (int8 scales
         cannot be chosen for others, e.g. a diverged model's) and this torch has FBGEMM."""
-        return (type(layer) in (nn.Linear, PaddedLinear) and layer.bias is not None
+        return (isinstance(layer, nn.Linear) and layer.bias is not None
                 and layer.weight.device.type == "cpu" and layer.weight.dtype == torch.float32
                 and hasattr(torch, "quantize_per_channel")
                 and "fbgemm" in torch.backends.quantized.supported_engines

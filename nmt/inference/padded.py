@@ -5,8 +5,8 @@ of 16: 640 rows (beam 5 of 128 sentences) through 256 -> 4,153 took 26-30 ms, th
 4,160 15 ms (docs/performance.md, "The output layer's width"). The padded copy's extra rows
 are zeros and its product's first columns are the layer's logits, up to float32 rounding
 (MKL sums some shapes in another order): a view of them, so nothing downstream sees the
-padding. Decoding only: the copy is neither trained
-nor saved, and it is built once, from the weights as loaded.
+padding. Decoding only: the copy is neither trained nor saved, and it is built once, from the
+weights as loaded.
 """
 from __future__ import annotations
 
@@ -26,10 +26,9 @@ class PaddedLinear(nn.Linear):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
         extra = -self.out_features % MULTIPLE
-        weight = linear.weight.detach()
-        self.register_buffer("padded_weight", F.pad(weight, (0, 0, 0, extra)), persistent=False)
-        bias = linear.bias.detach() if linear.bias is not None else weight.new_zeros(self.out_features)
-        self.register_buffer("padded_bias", F.pad(bias, (0, extra)), persistent=False)
+        self.register_buffer("padded_weight", F.pad(linear.weight.detach(), (0, 0, 0, extra)), persistent=False)
+        padded_bias = None if linear.bias is None else F.pad(linear.bias.detach(), (0, extra))
+        self.register_buffer("padded_bias", padded_bias, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """:param x: shape (..., in_features) :return: shape (..., out_features), a view"""
