@@ -23,6 +23,7 @@ class PaddedLinear(nn.Linear):
 
     def __init__(self, linear: nn.Linear) -> None:
         nn.Module.__init__(self)
+        self.train(linear.training)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
         extra = -self.out_features % MULTIPLE

@@ -180,14 +180,21 @@ class Translator(SentenceTranslator):
         was_training, threads = self.model.training, torch.get_num_threads()
         if was_training:  # eval() and train() walk every module: 0.4 ms, 3% of a one-sentence call
             self.model.eval()
-        torch.set_num_threads(max(1, threads // workers))
+        share = max(1, threads // workers)
+        torch.set_num_threads(share)
+
+        def decode_share(part: list[list[int]], cancel: threading.Event) -> list[list[list[Hypothesis]]]:
+            # A new thread's MKL and OpenMP would take every core: its own threads oversubscribed them.
+            torch.set_num_threads(share)
+            return decode(part, cancel)
+
         try:
             if workers < 2:  # on this thread, which Ctrl-C interrupts itself
                 decoded = [decode(chunks, None)]
             else:
                 cancel = threading.Event()
                 with ThreadPoolExecutor(workers) as pool:
-                    futures = [pool.submit(decode, chunks[w::workers], cancel) for w in range(workers)]
+                    futures = [pool.submit(decode_share, chunks[w::workers], cancel) for w in range(workers)]
                     try:
                         decoded = [future.result() for future in futures]
                     except BaseException:

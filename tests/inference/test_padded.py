@@ -46,6 +46,7 @@ def test_a_padded_model_decodes_as_the_plain_one(family):
         padded = pad_output_layer(model)
         padded_greedy, padded_beam = searches(padded)
     assert isinstance(padded.generator.proj, PaddedLinear)
+    assert not any(module.training for module in padded.modules())  # in eval mode, as the model
     embedding = padded.tgt_embedding if family == "transformer" else padded.decoder.embedding
     assert padded.generator.proj.weight is embedding.weight  # still tied
     assert set(padded.state_dict()) == plain_keys  # the copy is never saved

@@ -1,3 +1,5 @@
+import threading
+
 import pytest
 import torch
 from conftest import tiny_model
@@ -67,3 +69,31 @@ def test_streams_of_joined_batches_translate_as_sentences_alone(tokenizer, beam)
         for a, b in zip((h for hyps in alone for h in hyps), (h for hyps in streamed for h in hyps)):
             assert abs(a.score - b.score) < 1e-4
             torch.testing.assert_close(b.attention, a.attention, rtol=1e-4, atol=1e-5)
+
+
+def test_each_worker_thread_decodes_on_its_share_of_the_threads(tokenizer, monkeypatch):
+    """A new thread's MKL takes every core unless told: each worker sets its own share."""
+    model = tiny_model(tokenizer.vocab_size)
+    set_in: dict[int, list[int]] = {}
+    encoded_in: set[int] = set()
+    real_set, real_encode = torch.set_num_threads, model.encode
+
+    def recording_set(n):
+        set_in.setdefault(threading.get_ident(), []).append(n)
+        real_set(n)
+
+    def recording_encode(*args, **kwargs):
+        encoded_in.add(threading.get_ident())
+        return real_encode(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "set_num_threads", recording_set)
+    monkeypatch.setattr(model, "encode", recording_encode)
+    threads = torch.get_num_threads()
+    real_set(4)
+    try:
+        lines = ["Tom sees the cat.", "Mary.", "The dog sleeps.", "Tom likes Mary."]
+        Translator(model, tokenizer, torch.device("cpu"), workers=2).translate(lines, batch_size=1)
+    finally:
+        real_set(threads)
+    assert len(encoded_in) == 2 and threading.get_ident() not in encoded_in
+    assert all(set_in[ident][0] == 2 for ident in encoded_in)
