@@ -214,6 +214,8 @@ class RunConfig:
         training pairs (:func:`nmt.defaults.choose_by_corpus_size`), recorded in ``by_corpus_size``."""
         keys = (*BY_CORPUS_SIZE[self.model.arch], "embed_size", "hidden_size", "tie_embeddings")
         current = {key: getattr(getattr(self, _section_of(key)), key) for key in keys}
+        if "patience" in current and not self.train.default_budget:  # a budget given sets its own
+            current["patience"] = self.train.patience_limit
         chosen, words = choose_by_corpus_size(self.model.arch, current, pairs)
         return self.replace(**chosen, by_corpus_size=words) if chosen else self
 

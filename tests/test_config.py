@@ -87,21 +87,28 @@ def test_the_default_budget_is_patience_under_an_epoch_cap_and_any_budget_given_
 
 
 def test_corpus_sized_settings_follow_the_training_pair_count():
-    from nmt.defaults import SMALL_CORPUS_PAIRS
+    from nmt.defaults import DEFAULT_PATIENCE, SMALL_CORPUS_PAIRS
     transformer = build_config({}, {"arch": "transformer"})
     assert (transformer.model.tie_embeddings, transformer.train.label_smoothing) == (None, None)
     small = transformer.for_corpus(SMALL_CORPUS_PAIRS - 1)
     assert (small.model.tie_embeddings, small.train.label_smoothing, small.train.rdrop_alpha) == (True, 0.2, 5.0)
-    assert small.train.by_corpus_size == (f"tie_embeddings true, label_smoothing 0.2, rdrop_alpha 5.0 "
+    assert small.train.by_corpus_size == (f"tie_embeddings true, label_smoothing 0.2, rdrop_alpha 5.0, patience 6 "
                                           f"({SMALL_CORPUS_PAIRS - 1:,} "
                                           f"training pairs, under {SMALL_CORPUS_PAIRS:,})")
     large = transformer.for_corpus(SMALL_CORPUS_PAIRS)
     assert (large.model.tie_embeddings, large.train.label_smoothing, large.train.rdrop_alpha) == (False, 0.1, 0.0)
     assert "at least" in large.train.by_corpus_size
+    assert (small.train.patience_limit, large.train.patience_limit) == (6, DEFAULT_PATIENCE)
+    # patience follows the size only under the default budget: a budget given keeps its own
+    budgeted = build_config({}, {"arch": "transformer", "epochs": 10}).for_corpus(10)
+    assert budgeted.train.patience is None and budgeted.train.patience_limit == 0
+    assert build_config({}, {}).for_corpus(10).train.patience_limit == DEFAULT_PATIENCE  # not the GRU's
     # a value given, in a file or a flag, is kept whatever the size
-    given = build_config({"label_smoothing": 0.3}, {"arch": "transformer", "tie_embeddings": False, "rdrop_alpha": 0})
+    given = build_config({"label_smoothing": 0.3}, {"arch": "transformer", "tie_embeddings": False, "rdrop_alpha": 0,
+                                                    "patience": 2})
     kept = given.for_corpus(10)
     assert (kept.model.tie_embeddings, kept.train.label_smoothing, kept.train.rdrop_alpha) == (False, 0.3, 0)
+    assert kept.train.patience == 2
     assert kept.train.by_corpus_size == "" and kept is given
     gru = build_config({}, {})
     assert (gru.model.dropout, gru.train.source_word_dropout, gru.train.label_smoothing) == (None, None, None)

@@ -148,7 +148,8 @@ def train(
                                                   rich_help_panel="Optimisation")] = None,
     patience: Annotated[Optional[int], Opt(help="Stop after N validations without a better BLEU (0: never). "
                                            f"\\[default: {DEFAULT_PATIENCE} when no --epochs, --max-steps or "
-                                           "--max-minutes is given, else 0]", rich_help_panel="Budget")] = None,
+                                           "--max-minutes is given (a Transformer under 50,000 training pairs: 6), "
+                                           "else 0]", rich_help_panel="Budget")] = None,
     keep_checkpoints: Annotated[Optional[int], Opt(help=with_default(
         "keep_checkpoints", "Keep the weights of the last N validations as checkpoints/step-K.safetensors, "
         "for nmt average and --weights step-K (0: none)."), rich_help_panel="Budget")] = None,
