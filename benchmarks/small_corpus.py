@@ -35,6 +35,8 @@ import sys
 import time
 from pathlib import Path
 
+from nmt.defaults import BY_CORPUS_SIZE
+
 ROOT = Path(__file__).resolve().parents[1]
 AVERAGED = 5  # checkpoints in an average, as docs/after-training.md measured
 
@@ -95,9 +97,9 @@ CONFIGS = {
                          "--ff-size", "1536"],
     # under 50,000 pairs: the decoder's input and output embeddings tied, label smoothing 0.2,
     # and R-Drop at alpha 5 (today's defaults); without R-Drop (the defaults when issue 50 was filed)
-    # today's: patience follows the corpus size only under nmt's default budget, and this runner
-    # gives one (--patience, --max-minutes), so the small-corpus value is given here
-    "transformer": ["--arch", "transformer", "--patience", "6"],
+    # and patience 6, which follows the corpus size only under nmt's default budget: this runner
+    # gives a budget, so it passes the small-corpus value itself
+    "transformer": ["--arch", "transformer", "--patience", str(BY_CORPUS_SIZE["transformer"]["patience"][0])],
     "transformer-old": TRANSFORMER,
     "transformer-large-corpus": [*TRANSFORMER, *OLD],
     # what small-data Transformers are known to need (Araabi & Monz 2020; Sennrich & Zhang

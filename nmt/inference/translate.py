@@ -182,19 +182,14 @@ class Translator(SentenceTranslator):
             self.model.eval()
         share = max(1, threads // workers)
         torch.set_num_threads(share)
-
-        def decode_share(part: list[list[int]], cancel: threading.Event) -> list[list[list[Hypothesis]]]:
-            # A new thread's MKL and OpenMP would take every core: its own threads oversubscribed them.
-            torch.set_num_threads(share)
-            return decode(part, cancel)
-
         try:
             if workers < 2:  # on this thread, which Ctrl-C interrupts itself
                 decoded = [decode(chunks, None)]
             else:
                 cancel = threading.Event()
-                with ThreadPoolExecutor(workers) as pool:
-                    futures = [pool.submit(decode_share, chunks[w::workers], cancel) for w in range(workers)]
+                # each worker thread sets its own share: a new thread's MKL would take every core
+                with ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(share,)) as pool:
+                    futures = [pool.submit(decode, chunks[w::workers], cancel) for w in range(workers)]
                     try:
                         decoded = [future.result() for future in futures]
                     except BaseException:
